@@ -1,0 +1,155 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Readiness and failure classification for an inference server run as a systemd unit.
+
+Pure functions (``classify``, ``parse_systemctl_show``) are unit-tested; ``probe_health`` and
+``read_journal`` do the I/O and are exercised against real units on the test hosts.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+import subprocess
+import time
+
+try:  # Python 3
+    from urllib.request import Request, urlopen
+    from urllib.error import HTTPError, URLError
+except ImportError:  # pragma: no cover
+    Request = urlopen = HTTPError = URLError = None
+
+STATE_READY = "ready"
+STATE_STARTING = "starting"
+STATE_FAILED = "failed"
+
+# Order matters: the first class whose pattern matches wins, so specific signatures come first.
+DEFAULT_SIGNATURES = [
+    {"class": "nan", "pattern": r"probability tensor contains either .?inf.?, .?nan.?|device-side assert triggered",
+     "hint": "Decode produced NaN/inf: try another attention backend pair for this GPU architecture (see the profile evidence)."},
+    {"class": "cuda_graph_capture", "pattern": r"Capture cuda graph failed|CUDA graph capture failed",
+     "hint": "CUDA graph capture failed: lower cuda-graph-max-bs or disable CUDA graphs for this backend."},
+    {"class": "unsupported_arch", "pattern": r"Unsupported architecture|no kernel image is available for execution on the device",
+     "hint": "A kernel of this build does not support this GPU architecture: choose a backend listed for it in the profile."},
+    {"class": "out_of_memory", "pattern": r"CUDA out of memory|OutOfMemoryError|Not enough memory",
+     "hint": "Out of GPU memory: lower mem-fraction-static (0.92 left headroom in the seeds) or max-running-requests."},
+    {"class": "wedged_detokenizer", "pattern": r"Server couldn't get a response from detokenizer",
+     "hint": "The detokenizer stopped answering: see the scheduler log above this line."},
+    {"class": "scheduler_exception", "pattern": r"Scheduler hit an exception",
+     "hint": "The scheduler crashed: the traceback is in the journal excerpt."},
+    {"class": "warmup_failed", "pattern": r"Initialization failed\. warmup error",
+     "hint": "The server's own warmup request failed."},
+    {"class": "bad_arguments", "pattern": r"error: unrecognized arguments|error: argument |usage: .*\n.*error:",
+     "hint": "The engine rejected its command line: run the flag validator (server_args) against this version."},
+    {"class": "port_in_use", "pattern": r"address already in use|Errno 98",
+     "hint": "Another process holds the port."},
+    {"class": "model_load", "pattern": r"OSError: .*(config\.json|does not appear to have a file)|No such file or directory: .*model|Can't load",
+     "hint": "The model could not be loaded from its path."},
+]
+
+
+def compile_signatures(signatures):
+    """Return [(class, compiled regex, hint)] from a list of dicts; raises ValueError naming a bad pattern."""
+    compiled = []
+    for sig in signatures:
+        try:
+            compiled.append((sig["class"], re.compile(sig["pattern"], re.IGNORECASE), sig.get("hint", "")))
+        except (KeyError, re.error) as exc:
+            raise ValueError("bad log signature %r: %s" % (sig, exc))
+    return compiled
+
+
+def parse_systemctl_show(text):
+    """Parse ``systemctl show -p A,B`` output into a dict."""
+    props = {}
+    for line in text.splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            props[key.strip()] = value.strip()
+    return props
+
+
+def classify(lines, unit, signatures, healthy=False):
+    """Decide the server state from its journal lines since the (re)start and the unit's systemd state.
+
+    ``unit`` is a dict from ``parse_systemctl_show`` (ActiveState, SubState, NRestarts, Result, ExecMainStatus).
+    Returns dict(state, cls, hint, evidence) where evidence is the matching journal line (or None).
+    A matching failure signature wins even if the HTTP endpoint still answers: a server that logged a NaN
+    assert is not healthy.
+    """
+    text = "\n".join(lines)
+    for cls, regex, hint in signatures:
+        match = regex.search(text)
+        if match:
+            line = _line_of(text, match.start())
+            return {"state": STATE_FAILED, "cls": cls, "hint": hint, "evidence": line}
+    active = unit.get("ActiveState", "")
+    sub = unit.get("SubState", "")
+    restarts = _int(unit.get("NRestarts", "0"))
+    if active == "failed" or (active == "activating" and sub == "auto-restart") or restarts > 0:
+        return {"state": STATE_FAILED, "cls": "startup_failure",
+                "hint": "The process exited before it was ready (exit status %s, %d restarts)."
+                        % (unit.get("ExecMainStatus", "?"), restarts),
+                "evidence": lines[-1] if lines else None}
+    if active == "inactive":
+        return {"state": STATE_FAILED, "cls": "not_running", "hint": "The unit is not running.", "evidence": None}
+    if healthy:
+        return {"state": STATE_READY, "cls": None, "hint": "", "evidence": None}
+    return {"state": STATE_STARTING, "cls": None, "hint": "", "evidence": lines[-1] if lines else None}
+
+
+def _line_of(text, pos):
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def probe_health(url, timeout=5.0, api_key=None):
+    """GET url; return (ok, detail). ok is True only for HTTP 200."""
+    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
+    try:
+        with urlopen(Request(url, headers=headers), timeout=timeout) as resp:
+            return resp.status == 200, "HTTP %d" % resp.status
+    except HTTPError as exc:
+        return False, "HTTP %d" % exc.code
+    except (URLError, OSError) as exc:
+        return False, str(getattr(exc, "reason", exc))
+
+
+def read_journal(unit, since_epoch, run=subprocess.run):
+    """Journal lines of ``unit`` since ``since_epoch`` (seconds), message text only."""
+    cmd = ["journalctl", "-u", unit, "--since", "@%d" % int(since_epoch), "-o", "cat", "--no-pager", "-q"]
+    res = run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    return [line for line in res.stdout.splitlines() if line.strip()]
+
+
+def unit_state(unit, run=subprocess.run):
+    cmd = ["systemctl", "show", "-p", "ActiveState,SubState,NRestarts,Result,ExecMainStatus,ActiveEnterTimestampMonotonic", unit]
+    res = run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    return parse_systemctl_show(res.stdout)
+
+
+def wait(unit, health_url, since_epoch, signatures, wait_seconds, interval=1.0, api_key=None,
+         clock=time.monotonic, sleep=time.sleep, journal=read_journal, state=unit_state, health=probe_health):
+    """Poll for up to ``wait_seconds``; return the classification plus the journal tail and timings."""
+    deadline = clock() + wait_seconds
+    while True:
+        lines = journal(unit, since_epoch)
+        props = state(unit)
+        ok, detail = health(health_url, api_key=api_key) if props.get("ActiveState") == "active" else (False, "unit not active")
+        result = classify(lines, props, signatures, healthy=ok)
+        result["health"] = detail
+        result["journal_tail"] = lines[-30:]
+        result["unit"] = props
+        if result["state"] != STATE_STARTING or clock() >= deadline:
+            return result
+        sleep(interval)
