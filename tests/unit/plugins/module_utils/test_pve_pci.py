@@ -1,0 +1,92 @@
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils import pve_pci as p
+
+FIX = os.path.join(os.path.dirname(__file__), "fixtures_pve")
+
+
+def _read(name):
+    with open(os.path.join(FIX, name)) as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("raw,canon", [
+    ("01:00.0", "0000:01:00.0"),
+    ("0000:41:00.0", "0000:41:00.0"),
+    ("0000:C1:1F.7", "0000:c1:1f.7"),
+    (" 0001:0a:00.1 ", "0001:0a:00.1"),
+])
+def test_normalize_bdf_ok(raw, canon):
+    assert p.normalize_bdf(raw) == canon
+
+
+@pytest.mark.parametrize("bad", ["", "01:00", "01:00.8", "01:20.0", "0000:01:00.0.0", "gpu0", "10de:2bb5", 1, None])
+def test_normalize_bdf_rejects(bad):
+    with pytest.raises(p.PciError) as e:
+        p.normalize_bdf(bad)
+    assert "0000:01:00.0" in str(e.value)
+
+
+def test_parse_lspci_acs_and_drivers():
+    devs = {d["address"]: d for d in p.parse_lspci(_read("lspci-amd-2gpu.txt"))}
+    assert set(devs) == {"0000:00:00.0", "0000:00:01.1", "0000:00:03.1", "0000:01:00.0", "0000:01:00.1", "0000:41:00.0"}
+    br = devs["0000:00:01.1"]
+    assert br["is_bridge"] and br["acs_redirecting"]
+    assert br["acs_ctl"] == {"SrcValid": True, "TransBlk": False, "ReqRedir": True, "CmpltRedir": True,
+                             "UpstreamFwd": True, "EgressCtrl": False, "DirectTrans": False}
+    assert br["acs_cap"]["DirectTrans"] is True
+    assert devs["0000:00:03.1"]["is_bridge"] and not devs["0000:00:03.1"]["acs_redirecting"]
+    assert devs["0000:00:00.0"]["acs_ctl"] is None and not devs["0000:00:00.0"]["is_bridge"]
+    assert devs["0000:01:00.0"]["vendor"] == "10de" and devs["0000:01:00.0"]["device"] == "2bb5"
+    assert devs["0000:01:00.0"]["driver"] == "nvidia"
+    assert devs["0000:41:00.0"]["driver"] == "vfio-pci"
+
+
+def test_cpu_flags_and_iommu_evidence():
+    intel = p.cpu_virt_flags("vendor_id\t: GenuineIntel\nflags\t\t: fpu vmx sse2\nvendor_id\t: GenuineIntel\n")
+    assert intel == {"vendor": "intel", "vmx": True, "svm": False}
+    amd = p.cpu_virt_flags("vendor_id : AuthenticAMD\nflags : fpu svm\n")
+    assert p.iommu_evidence(amd, ["DSDT", "IVRS"])["capable"] is True
+    assert p.iommu_evidence(intel, ["DMAR", "FACP"])["vendor"] == "intel"
+    no_flags = p.cpu_virt_flags("vendor_id : GenuineIntel\nflags : fpu sse2\n")
+    ev = p.iommu_evidence(no_flags, ["DMAR"])
+    assert ev["capable"] is False and "vmx/svm" in ev["reason"]
+    ev = p.iommu_evidence(intel, ["FACP"])
+    assert ev["capable"] is False and "DMAR or IVRS" in ev["reason"]
+    assert p.iommu_evidence(intel, ["IVRS"])["capable"] is False
+
+
+def test_iommu_args():
+    assert p.iommu_kernel_args("intel") == ["intel_iommu=on", "iommu=pt"]
+    assert p.iommu_kernel_args("amd", passthrough=False) == ["amd_iommu=on"]
+    with pytest.raises(p.PciError, match="intel, amd"):
+        p.iommu_kernel_args(None)
+
+
+@pytest.mark.parametrize("cmdline,mode", [
+    ("BOOT_IMAGE=/vmlinuz root=/dev/sda1 quiet", "default"),
+    ("root=ZFS=rpool/ROOT/pve-1 boot=zfs intel_iommu=on", "translated"),
+    ("root=ZFS=rpool/ROOT/pve-1 boot=zfs intel_iommu=on iommu=pt", "passthrough"),
+    ("quiet amd_iommu=off", "off"),
+])
+def test_iommu_mode(cmdline, mode):
+    assert p.iommu_mode_from_cmdline(cmdline) == mode
+
+
+def test_p2p_report_warnings():
+    devs = p.parse_lspci(_read("lspci-amd-2gpu.txt"))
+    rep = p.p2p_report("lxc", "translated", devs)
+    assert rep["gpus"] == ["0000:01:00.0", "0000:41:00.0"]
+    assert rep["redirecting_bridges"] == 1
+    assert any("0000:00:01.1" in w for w in rep["warnings"])
+    assert any("translated" in w for w in rep["warnings"])
+    assert any("vfio" in w for w in p.p2p_report("vfio", "passthrough", devs)["warnings"])
+    # ACS off and passthrough IOMMU: nothing throttles.
+    clean = [dict(d, acs_redirecting=False) for d in devs]
+    assert p.p2p_report("baremetal", "passthrough", clean)["warnings"] == []
