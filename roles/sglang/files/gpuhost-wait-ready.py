@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""ExecStartPost helper: block until URL answers HTTP 200, so systemd marks the unit active only when
+the server really serves, and TimeoutStartSec bounds the model's load time.
+
+Usage: gpuhost-wait-ready.py URL [INTERVAL_SECONDS]
+"""
+import os
+import sys
+import time
+from urllib.error import HTTPError, URLError
+from urllib.request import Request, urlopen
+
+
+def main():
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: gpuhost-wait-ready.py URL [INTERVAL_SECONDS]")
+    url = sys.argv[1]
+    interval = float(sys.argv[2]) if len(sys.argv) > 2 else 2.0
+    key = os.environ.get("GPUHOST_API_KEY")
+    headers = {"Authorization": "Bearer " + key} if key else {}
+    while True:
+        try:
+            with urlopen(Request(url, headers=headers), timeout=30) as resp:
+                if resp.status == 200:
+                    return 0
+        except (HTTPError, URLError, OSError):
+            pass
+        time.sleep(interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
