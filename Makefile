@@ -4,11 +4,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export GPUHOST_ROOT := $(CURDIR)
 
-APT_PACKAGES := debootstrap systemd-container zstd iproute2 openssh-client rsync lxc python3-venv
+APT_PACKAGES := debootstrap systemd-container zstd iproute2 openssh-client rsync lxc python3-venv dpkg-dev git
+SANDBOX_NAME := sandbox
+SANDBOX_INDEX := 200
+concurrency ?= 8
 
-.PHONY: setup apt venv test sandbox clean-hosts
+.PHONY: setup apt venv fixtures sandbox sandbox-host sandbox-deploy sandbox-bench sandbox-destroy test clean-hosts
 
+## setup: Debian packages and the pinned controller toolchain (.venv)
 setup: apt venv
 
 apt:
@@ -23,7 +28,29 @@ $(VENV)/.installed: requirements/dev.txt
 	$(PY) -m pip install -q -r requirements/dev.txt
 	touch $@
 
-# Every gate: lint, sanity, units, pytest, molecule, sandbox end to end.
+## fixtures: offline engine wheelhouse, controller engine venv, the tiny model (cached under .cache/)
+fixtures: setup
+	bash tests/fixtures/wheelhouse.sh
+	bash tests/fixtures/engine-venv.sh
+	bash tests/fixtures/tinymodel.sh
+
+## sandbox: README command 1 — set up, deploy to the local test host, benchmark it
+sandbox: fixtures sandbox-host sandbox-deploy sandbox-bench
+
+sandbox-host: setup
+	$(PY) tests/hosts/testhost.py prepare
+	$(PY) tests/hosts/testhost.py create $(SANDBOX_NAME) --index $(SANDBOX_INDEX) --bind-ro $(CURDIR)/.cache/wheelhouse:/opt/wheelhouse
+
+sandbox-deploy:
+	ansible-playbook playbooks/deploy.yml
+
+sandbox-bench:
+	ansible-playbook playbooks/bench.yml -e concurrency=$(concurrency)
+
+sandbox-destroy:
+	$(PY) tests/hosts/testhost.py destroy $(SANDBOX_NAME)
+
+## test: README command 2 — every gate (lint, sanity, units, pytest, molecule, sandbox end to end)
 test:
 	tests/run-all.sh
 

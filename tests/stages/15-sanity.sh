@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# ansible-test sanity and units: they need the collection under ansible_collections/gpuhost/sglang.
+set -euo pipefail
+cd "$GPUHOST_ROOT"
+# ansible-test's own venv mode downloads a pip bootstrap from outside the package registries: use --local
+# in a dedicated venv with the same pinned ansible-core, so its pinned sanity requirements stay apart.
+atv=$GPUHOST_ROOT/.cache/ansible-test-venv
+if [ ! -f "$atv/.installed" ]; then
+  python3 -m venv "$atv"
+  "$atv/bin/pip" install -q "$(grep '^ansible-core==' requirements/dev.txt)" pytest pytest-xdist pytest-mock mock
+  touch "$atv/.installed"
+fi
+export PATH=$atv/bin:$PATH
+work=$GPUHOST_ROOT/.cache/ansible-test/ansible_collections/gpuhost/sglang
+rm -rf "$work" && mkdir -p "$work"
+# tracked + untracked-but-not-ignored files, as a clean clone would have them
+git ls-files -co --exclude-standard -z | grep -zv '^collections/' | xargs -0 cp --parents -P -t "$work"
+cd "$work"
+git init -q . && git add -A >/dev/null 2>&1 || true
+ansible-test sanity --local --python 3.11 --requirements --color no \
+  --skip-test shebang --exclude tests/hosts/ --exclude tests/fixtures/ --exclude benchmarks/ 2>&1 | tail -40
+ansible-test units --local --python 3.11 --requirements --color no 2>&1 | tail -15

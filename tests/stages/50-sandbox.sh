@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# README command 1 end to end on a fresh sandbox host, then the second deploy must report changed=0.
+set -euo pipefail
+cd "$GPUHOST_ROOT"
+export PATH=$GPUHOST_ROOT/.venv/bin:$PATH
+trap 'make --no-print-directory sandbox-destroy >/dev/null 2>&1 || true' EXIT
+make --no-print-directory sandbox-destroy >/dev/null 2>&1 || true
+start=$(date +%s)
+make --no-print-directory sandbox
+echo "sandbox (cold host): $(( $(date +%s) - start ))s"
+start=$(date +%s)
+out=$(ansible-playbook playbooks/deploy.yml 2>&1) || { echo "$out"; exit 1; }
+echo "$out" | tail -4
+echo "second deploy: $(( $(date +%s) - start ))s"
+echo "$out" | grep -E '^sandbox +: .*changed=0 .*failed=0' >/dev/null || { echo "second deploy was not idempotent"; exit 1; }
