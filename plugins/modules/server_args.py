@@ -1,0 +1,279 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: server_args
+short_description: Render serving-engine options and validate them with the engine's own parser
+version_added: "0.1.0"
+description:
+  - Renders a structured options dict (canonical long option name -> value) into an argv,
+    then validates that argv with the argument parser of the engine installed on the target,
+    run by the engine's own interpreter (O(python)). Nothing is started and no GPU is needed.
+  - For C(sglang) it builds C(ServerArgs.add_cli_args) on an argparse parser with abbreviations
+    disabled; for C(transformers) it introspects the click command behind C(transformers serve).
+    When the parser cannot be built the result has RV(validated=false) and a RV(reason); the argv is still rendered.
+  - Unknown, renamed, removed and abbreviated options, invalid choices (listing the valid ones)
+    and invalid values are all reported at once and the task fails before anything restarts.
+  - Deprecation messages the parser prints are returned as RV(warnings).
+  - Renames and removals are data (C(roles/sglang/vars/flags.yml)), filtered here by the engine version found.
+options:
+  python:
+    description: Interpreter of the engine's venv, e.g. C(/opt/sglang/venv/bin/python).
+    type: path
+    required: true
+  engine:
+    description: Which engine's parser to build.
+    type: str
+    choices: [sglang, transformers]
+    default: sglang
+  options:
+    description:
+      - Server options, C({long option name (with or without leading --): value}).
+      - C(true) -> bare flag; C(false)/C(null) -> omitted, or C(--no-x) where the parser defines a BooleanOptionalAction;
+        list -> values after one flag; dict -> JSON string; numbers -> string. Output is sorted by option name.
+    type: dict
+    required: true
+  renames:
+    description:
+      - Renamed options as data, a list of C({old, new, since, until, evidence}) (C(since) inclusive, C(until) exclusive),
+        or a plain C({old: new}) dict. Only entries whose range contains the engine version apply.
+    type: raw
+    default: []
+  removed:
+    description: Removed options as data, a list of C({option, since, until, replacement, evidence}).
+    type: list
+    elements: dict
+    default: []
+  expected_version:
+    description: When set, fail if the engine version found differs (e.g. the pinned C(0.5.23)).
+    type: str
+  timeout:
+    description: Seconds allowed for importing the engine and parsing.
+    type: int
+    default: 180
+requirements:
+  - On the target, the engine installed in the venv of O(python) (C(sglang) or C(transformers) with C(typer)).
+author:
+  - gpuhost.sglang contributors
+notes:
+  - Only the parser runs; SGLang's C(ServerArgs.__post_init__) checks (which inspect the hardware) are not run.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Validate the server options with the pinned SGLang's own parser
+  gpuhost.sglang.server_args:
+    python: /opt/sglang/venv/bin/python
+    engine: sglang
+    options:
+      model-path: /srv/models/GLM-5-NVFP4
+      tp-size: 8
+      mem-fraction-static: 0.92
+      dsa-decode-backend: flashinfer_sparse_mla
+      disable-shared-experts-fusion: true
+    renames: "{{ sglang_flags.sglang.renames }}"
+    removed: "{{ sglang_flags.sglang.removed }}"
+    expected_version: "0.5.23"
+  register: sglang_args
+
+- name: Render the unit's ExecStart from the validated argv
+  ansible.builtin.debug:
+    msg: "{{ (['/opt/sglang/venv/bin/python', '-m', 'sglang.launch_server'] + sglang_args.argv) | gpuhost.sglang.systemd_exec }}"
+"""
+
+RETURN = r"""
+argv:
+  description: The rendered options as an argv list (without the executable).
+  returned: always
+  type: list
+  elements: str
+  sample: ["--mem-fraction-static", "0.92", "--tp-size", "8"]
+command_line:
+  description: RV(argv) quoted for a POSIX shell, for display.
+  returned: always
+  type: str
+validated:
+  description: Whether the engine's own parser checked the argv.
+  returned: always
+  type: bool
+reason:
+  description: Why the argv could not be validated.
+  returned: when RV(validated) is false
+  type: str
+engine:
+  description: The engine whose parser was used.
+  returned: always
+  type: str
+engine_version:
+  description: The engine version the argv was checked against.
+  returned: when validated
+  type: str
+errors:
+  description:
+    - One entry per problem. C(problem) is one of unknown, renamed, abbreviation, invalid_choice, invalid_value, removed, missing.
+    - C(replacement) names the option to use instead; C(choices) lists the valid values; C(text) is the human message.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"option": "tp", "problem": "abbreviation", "replacement": "tp-size", "text": "--tp is an abbreviation ... use --tp-size"}]
+parser_warnings:
+  description: Deprecation and alias messages the parser produced, C({option, warning}); each is also shown as a task warning.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"option": "disable-cuda-graph", "warning": "'--disable-cuda-graph' is deprecated and will be removed in a future release."}]
+verdicts:
+  description: One entry per option in RV(argv) order, C({option, values, verdict, detail}); verdict is ok, warning or an error class.
+  returned: when validated
+  type: list
+  elements: dict
+suggested_argv:
+  description: RV(argv) with renamed and unambiguously abbreviated options replaced.
+  returned: when there are errors
+  type: list
+  elements: str
+"""
+
+import json
+import os
+import select
+import subprocess
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
+    OptionsError, PROBE_SOURCE, classify, flag_rules, server_argv, shell_quote, split_argv, suggested_argv)
+
+
+class ProbeFailure(Exception):
+    pass
+
+
+class Probe:
+    """The engine's interpreter running PROBE_SOURCE; JSON lines in both directions."""
+
+    def __init__(self, python, engine, timeout):
+        self.deadline = time.monotonic() + timeout
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen([python, "-c", PROBE_SOURCE, engine], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, env=env, universal_newlines=True, close_fds=True)
+
+    def ask(self, req):
+        try:
+            self.proc.stdin.write(json.dumps(req) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        left = self.deadline - time.monotonic()
+        ready = select.select([self.proc.stdout], [], [], max(left, 0))[0] if left > 0 else []
+        if not ready:
+            self.close()
+            raise ProbeFailure("timed out building/running the engine parser (timeout)")
+        line = self.proc.stdout.readline()
+        if not line:
+            self.close()
+            raise ProbeFailure("the engine interpreter exited without answering: %s" % self.stderr_tail())
+        ans = json.loads(line)
+        if "fatal" in ans:
+            self.close()
+            raise ProbeFailure("%s; stderr: %s" % (ans["fatal"], self.stderr_tail()))
+        return ans
+
+    def stderr_tail(self, n=1500):
+        self.stderr.seek(0)
+        return self.stderr.read()[-n:].strip()
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type="path", required=True),
+            engine=dict(type="str", choices=["sglang", "transformers"], default="sglang"),
+            options=dict(type="dict", required=True),
+            renames=dict(type="raw", default=[]),
+            removed=dict(type="list", elements="dict", default=[]),
+            expected_version=dict(type="str"),
+            timeout=dict(type="int", default=180),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    result = dict(changed=False, engine=p["engine"], errors=[], parser_warnings=[], validated=False)
+    if not isinstance(p["renames"], (list, dict)):
+        module.fail_json(msg="renames must be a list of {old, new, since, until, evidence} or a {old: new} dict", **result)
+    try:
+        flag_rules(p["renames"], p["removed"], None)  # shape check before anything runs
+        result["argv"] = server_argv(p["options"])
+    except OptionsError as exc:
+        module.fail_json(msg=str(exc), **result)
+    result["command_line"] = shell_quote(result["argv"])
+    if not (os.path.isfile(p["python"]) and os.access(p["python"], os.X_OK)):
+        module.fail_json(msg="python: %s is not an executable file (expected the engine venv's interpreter)" % p["python"], **result)
+
+    probe = None
+    try:
+        probe = Probe(p["python"], p["engine"], p["timeout"])
+        meta = probe.ask({"op": "describe"})
+    except ProbeFailure as exc:
+        if probe is not None:
+            probe.close()
+        if p["engine"] == "transformers":
+            result["reason"] = "cannot introspect the transformers serve CLI: %s" % exc
+            module.exit_json(**result)
+        module.fail_json(msg="cannot build the %s parser with %s: %s" % (p["engine"], p["python"], exc), **result)
+
+    version = meta["engine_version"]
+    result["engine_version"] = version
+    try:
+        negatable = [o[2:] for o, m in meta["options"].items() if m.get("negatable") and not o.startswith("--no-")]
+        argv = server_argv(p["options"], negatable=negatable)
+        renames, removed = flag_rules(p["renames"], p["removed"], version)
+        chunks = split_argv(argv)
+        ans = probe.ask({"op": "parse", "chunks": chunks})
+    except (OptionsError, ProbeFailure) as exc:
+        module.fail_json(msg=str(exc), **result)
+    finally:
+        probe.close()
+    errors, warnings, verdicts = classify(chunks, ans["parsed"], meta, renames, removed)
+    whole = ans.get("whole", {})
+    if not errors and not whole.get("ok", True):
+        errors.append({"option": "(whole command line)", "problem": "invalid_value", "text": whole.get("error") or str(whole.get("unknown")),
+                       "message": whole.get("error") or str(whole.get("unknown"))})
+    result.update(argv=argv, command_line=shell_quote(argv), errors=errors, verdicts=verdicts, validated=True, parser_warnings=warnings)
+    for w in warnings:
+        module.warn("--%s: %s" % (w["option"], w["warning"]))
+    if p["expected_version"] and version != p["expected_version"]:
+        module.fail_json(msg="engine_version: %s found in %s, expected_version is %s" % (version, p["python"], p["expected_version"]), **result)
+    if errors:
+        result["suggested_argv"] = suggested_argv(chunks, errors)
+        module.fail_json(msg="%d problem(s) in the %s %s options (nothing was changed): %s" % (
+            len(errors), p["engine"], version, "; ".join(e["text"] for e in errors)), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
