@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Filters exposing the tested command-line and profile logic to templates and tasks.
+
+server_argv      options dict -> argv list (optionally pre-checked against flags.yml data)
+systemd_exec     argv list -> one ExecStart= value (systemd quoting, %% and $$)
+shell_quote      argv list -> POSIX shell string (display only)
+sglang_profile   (gpu arch, model family, engine version, profile data[, overrides]) -> options dict
+sglang_profile_details  same arguments -> {options, evidence, matched, notes, fallbacks, arch, ...}
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import ProfileError, select_profile
+from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
+    OptionsError, precheck, server_argv as _server_argv, shell_quote as _shell_quote, systemd_exec as _systemd_exec)
+
+
+def server_argv(options, negatable=None, flag_data=None, engine_version=None, var_name="options"):
+    """Render options; with ``flag_data`` (one engine's entry of sglang_flags) reject renamed,
+    removed and known-abbreviated names first, all at once."""
+    try:
+        if flag_data:
+            if not isinstance(flag_data, dict):
+                raise OptionsError("flag_data must be one engine's entry of sglang_flags (a dict with renames, removed, abbreviations)")
+            errors = precheck(options, flag_data.get("renames"), flag_data.get("removed"), flag_data.get("abbreviations"),
+                              engine_version, var_name)
+            if errors:
+                raise OptionsError("%s: %s" % (var_name, "; ".join(e["text"] for e in errors)))
+        return _server_argv(options, negatable or (), var_name)
+    except OptionsError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def systemd_exec(argv):
+    try:
+        return _systemd_exec(argv)
+    except OptionsError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def shell_quote(argv):
+    if isinstance(argv, str) or not isinstance(argv, (list, tuple)):
+        raise AnsibleFilterError("shell_quote expects a list of arguments, got %s" % type(argv).__name__)
+    return _shell_quote(argv)
+
+
+def sglang_profile_details(gpu_arch, model_family, engine_version, data, overrides=None, engine="sglang"):
+    try:
+        return select_profile(gpu_arch, model_family, engine_version, data, overrides, engine)
+    except (ProfileError, OptionsError) as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def sglang_profile(gpu_arch, model_family, engine_version, data, overrides=None, engine="sglang"):
+    return sglang_profile_details(gpu_arch, model_family, engine_version, data, overrides, engine)["options"]
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "server_argv": server_argv,
+            "systemd_exec": systemd_exec,
+            "shell_quote": shell_quote,
+            "sglang_profile": sglang_profile,
+            "sglang_profile_details": sglang_profile_details,
+        }

@@ -1,0 +1,159 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Known-good option profiles per (GPU arch, model family, engine version), from data.
+
+The data is ``sglang_profiles`` of ``roles/sglang/vars/profiles.yml``::
+
+    gpu_archs: [{compute_capability: "12.0", arch: sm120, ...}, ...]
+    model_families: {glm-dsa: "...", ...}
+    profiles: [{name, engine?, gpu_archs, model_families?, since?, until?,
+                options: {opt: {value, evidence}}, notes?, fallbacks?}, ...]
+
+:func:`select_profile` merges every matching profile (arch-only before arch + family, then file
+order) and then the host overrides on top. An unknown arch or family yields an empty profile with a
+note, never an error; malformed DATA raises :class:`ProfileError` naming the offending key.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import re
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
+    OptionsError, normalize_name, parse_version, version_in_range)
+
+__metaclass__ = type
+
+_NO_GPU = ("", "none", "cpu", "null")
+
+
+class ProfileError(ValueError):
+    """Malformed profile data or arguments (names the key and what is allowed)."""
+
+
+def _check_data(data):
+    if not isinstance(data, dict):
+        raise ProfileError("profile data (sglang_profiles) must be a dict with keys gpu_archs, model_families, profiles; got %s"
+                           % type(data).__name__)
+    archs = data.get("gpu_archs", [])
+    if not isinstance(archs, list):
+        raise ProfileError("sglang_profiles.gpu_archs must be a list of {compute_capability, arch}")
+    for i, a in enumerate(archs):
+        if not isinstance(a, dict) or "arch" not in a or "compute_capability" not in a:
+            raise ProfileError("sglang_profiles.gpu_archs[%d] must have keys compute_capability and arch, got %r" % (i, a))
+    profiles = data.get("profiles", [])
+    if not isinstance(profiles, list):
+        raise ProfileError("sglang_profiles.profiles must be a list")
+    for i, p in enumerate(profiles):
+        where = "sglang_profiles.profiles[%d]" % i
+        if not isinstance(p, dict) or not p.get("name"):
+            raise ProfileError("%s must be a dict with a name" % where)
+        where = "sglang_profiles.profiles[%d] (%s)" % (i, p["name"])
+        if not isinstance(p.get("gpu_archs"), list) or not p["gpu_archs"]:
+            raise ProfileError("%s.gpu_archs must be a non-empty list of arch names (e.g. [sm120])" % where)
+        opts = p.get("options", {}) or {}
+        if not isinstance(opts, dict):
+            raise ProfileError("%s.options must be a dict {option: {value, evidence}}" % where)
+        for name, spec in opts.items():
+            if not isinstance(spec, dict) or "value" not in spec or not spec.get("evidence"):
+                raise ProfileError("%s.options.%s must be {value: ..., evidence: '...'}: every value needs an evidence note"
+                                   % (where, name))
+        for key in ("since", "until"):
+            if p.get(key) not in (None, ""):
+                try:
+                    parse_version(p[key])
+                except OptionsError as exc:
+                    raise ProfileError("%s.%s: %s" % (where, key, exc))
+        for j, fb in enumerate(p.get("fallbacks", []) or []):
+            if not isinstance(fb, dict) or not fb.get("name") or not isinstance(fb.get("options"), dict) or not fb.get("evidence"):
+                raise ProfileError("%s.fallbacks[%d] must be {name, options: {...}, evidence}" % (where, j))
+    return archs, profiles
+
+
+def normalize_arch(gpu_arch, data):
+    """``'12.0'``, ``12.0``, ``'sm_120'``, ``'SM120'`` -> ``('sm120', note)``; no GPU -> ``(None, note)``."""
+    archs, _ = _check_data(data)
+    if gpu_arch is None or (isinstance(gpu_arch, str) and gpu_arch.strip().lower() in _NO_GPU):
+        return None, "no GPU architecture given (%r): no profile" % (gpu_arch,)
+    if isinstance(gpu_arch, bool):
+        return None, "gpu_arch %r is not an architecture: no profile" % (gpu_arch,)
+    text = str(gpu_arch).strip()
+    if isinstance(gpu_arch, (int, float)) or re.match(r"^\d+\.\d+$", text):
+        cc = "%.1f" % float(text)
+        for a in archs:
+            if "%.1f" % float(a["compute_capability"]) == cc:
+                return a["arch"], "compute capability %s -> %s" % (cc, a["arch"])
+        return None, "compute capability %s is not in sglang_profiles.gpu_archs: no profile" % cc
+    m = re.match(r"^sm_?(\d+)[a-z]?$", text.lower())
+    if m:
+        return "sm" + m.group(1), None
+    for a in archs:
+        if text.lower() in (str(a.get("family", "")).lower(), a["arch"]):
+            return a["arch"], None
+    return text.lower(), None
+
+
+def select_profile(gpu_arch, model_family, engine_version, data, overrides=None, engine="sglang"):
+    """Pick the known-good options for (arch, family, version), host ``overrides`` on top.
+
+    Returns ``{arch, model_family, engine_version, options, evidence, matched, notes, fallbacks}``;
+    ``options`` is ``{option: value}`` ready for :func:`server_args.server_argv`.
+    """
+    archs, profiles = _check_data(data)
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ProfileError("overrides (host options) must be a dict {option: value}, got %s" % type(overrides).__name__)
+    arch, note = normalize_arch(gpu_arch, data)
+    notes = [note] if note else []
+    family = str(model_family).strip().lower() if model_family not in (None, "") else None
+    known_arch = {a["arch"] for a in archs} | {g for p in profiles for g in p["gpu_archs"]}
+    families = data.get("model_families", {}) or {}
+    version_ok = True
+    if engine_version in (None, ""):
+        version_ok = False
+        notes.append("engine version unknown: only profiles without a version range apply")
+    else:
+        try:
+            parse_version(engine_version)
+        except OptionsError:
+            version_ok = False
+            notes.append("engine version %r is not parseable: only profiles without a version range apply" % (engine_version,))
+    if arch is not None and arch not in known_arch:
+        notes.append("GPU architecture %r is not in the profile data (known: %s): no profile" % (arch, ", ".join(sorted(known_arch))))
+    if family is not None and families and family not in families:
+        notes.append("model family %r is not in the profile data (known: %s): no family-specific profile"
+                     % (family, ", ".join(sorted(families))))
+
+    matches = []
+    for order, p in enumerate(profiles):
+        if arch is None or arch not in p["gpu_archs"]:
+            continue
+        if p.get("engine", "sglang") != engine:
+            continue
+        fams = p.get("model_families")
+        if fams and family not in fams:
+            continue
+        ranged = p.get("since") not in (None, "") or p.get("until") not in (None, "")
+        if ranged and not version_ok:
+            continue
+        if ranged and not version_in_range(engine_version, p.get("since"), p.get("until")):
+            continue
+        matches.append((1 if fams else 0, order, p))
+    matches.sort(key=lambda m: (m[0], m[1]))
+
+    options, evidence, matched, fallbacks = {}, {}, [], []
+    for _, _, p in matches:
+        matched.append(p["name"])
+        for name, spec in (p.get("options") or {}).items():
+            key = normalize_name(name, "sglang_profiles.profiles.%s.options" % p["name"])
+            options[key] = spec["value"]
+            evidence[key] = "profile %s: %s" % (p["name"], spec["evidence"])
+        notes.extend(p.get("notes", []) or [])
+        fallbacks.extend(p.get("fallbacks", []) or [])
+    if arch is not None and not matched and arch in known_arch:
+        notes.append("no profile for %s + %s with %s %s: engine defaults" % (arch, family, engine, engine_version))
+    for name, value in (overrides or {}).items():
+        key = normalize_name(name, "overrides")
+        options[key] = value
+        evidence[key] = "host override"
+    return {"arch": arch, "model_family": family, "engine_version": engine_version, "options": options,
+            "evidence": evidence, "matched": matched, "notes": notes, "fallbacks": fallbacks}
