@@ -265,7 +265,7 @@ def main():
                        "message": whole.get("error") or str(whole.get("unknown"))})
     result.update(argv=argv, command_line=shell_quote(argv), errors=errors, verdicts=verdicts, validated=True, parser_warnings=warnings)
     for w in warnings:
-        module.warn("--%s: %s" % (w["option"], w["warning"]))
+        module.warn(w["warning"] if "--" + w["option"] in w["warning"] else "--%s: %s" % (w["option"], w["warning"]))
     if p["expected_version"] and version != p["expected_version"]:
         module.fail_json(msg="engine_version: %s found in %s, expected_version is %s" % (version, p["python"], p["expected_version"]), **result)
     if errors:
