@@ -1,0 +1,132 @@
+"""The server_args module end to end (subprocess, like Ansible runs it) against a stand-in sglang
+package (fake_sglang/) run by a real second interpreter: probe protocol, verdicts, failure messages,
+check mode. The real SGLang 0.5.23 parser is exercised in tests/integration/test_server_args_sglang.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+MODULE = os.path.join(ROOT, "plugins", "modules", "server_args.py")
+
+
+def _collections_path():
+    # ansible-test copies the collection to .../ansible_collections/gpuhost/sglang; a clone has collections/
+    parts = ROOT.split(os.sep)
+    if len(parts) >= 3 and parts[-3] == "ansible_collections":
+        return os.sep.join(parts[:-3])
+    return os.path.join(ROOT, "collections")
+
+
+@pytest.fixture
+def fake_python(tmp_path):
+    """An 'engine venv interpreter' whose sglang is the stand-in package."""
+    exe = tmp_path / "python"
+    exe.write_text("#!/bin/sh\nPYTHONPATH=%s exec %s \"$@\"\n" % (os.path.join(HERE, "fake_sglang"), sys.executable))
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def run_module(args, check_mode=False):
+    payload = dict(args)
+    if check_mode:
+        payload["_ansible_check_mode"] = True
+    env = dict(os.environ, PYTHONPATH=_collections_path())
+    proc = subprocess.run([sys.executable, MODULE, json.dumps({"ANSIBLE_MODULE_ARGS": payload})], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.stdout.strip(), proc.stderr
+    out = json.loads(proc.stdout)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    return out
+
+
+SEEDS = {"model-path": "/m", "tp": 8, "mem-fraction-static": 0.92, "nsa-decode-backend": "trtllm",
+         "disable-cuda-graph": True, "max-running-requests": 64}
+RENAMES = [{"old": "nsa-decode-backend", "new": "dsa-decode-backend", "since": "0.5.23"}]
+
+
+def test_good_options_pass_with_warnings_and_negation(fake_python):
+    out = run_module({"python": fake_python, "options": {"model-path": "/m", "tp-size": 2, "disable-cuda-graph": True,
+                                                          "enable-dsa-fused-indexer": False, "cuda-graph-bs-decode": [1, 2]}})
+    assert not out.get("failed"), out
+    assert out["validated"] is True and out["engine_version"] == "9.9.1"
+    assert out["argv"] == ["--cuda-graph-bs-decode", "1", "2", "--disable-cuda-graph", "--no-enable-dsa-fused-indexer",
+                           "--model-path", "/m", "--tp-size", "2"]
+    assert out["errors"] == []
+    assert out["parser_warnings"] == [{"option": "disable-cuda-graph",
+                                       "warning": "'--disable-cuda-graph' is deprecated and will be removed in a future release."}]
+    assert out["changed"] is False
+
+
+def test_all_errors_reported_at_once_with_replacements(fake_python):
+    out = run_module({"python": fake_python, "options": SEEDS, "renames": RENAMES})
+    assert out["failed"] is True
+    # renames apply from 0.5.23 and the stand-in says 9.9.1
+    by = {e["option"]: e for e in out["errors"]}
+    assert by["tp"]["problem"] == "abbreviation" and by["tp"]["replacement"] == "tp-size"
+    assert by["nsa-decode-backend"]["problem"] == "renamed" and by["nsa-decode-backend"]["replacement"] == "dsa-decode-backend"
+    assert set(by) == {"tp", "nsa-decode-backend"}
+    assert "2 problem(s)" in out["msg"] and "use --tp-size" in out["msg"] and "use --dsa-decode-backend" in out["msg"]
+    assert "--tp-size" in out["suggested_argv"] and "--dsa-decode-backend" in out["suggested_argv"]
+
+
+def test_rename_outside_its_version_range_is_just_unknown(fake_python):
+    out = run_module({"python": fake_python, "options": {"model-path": "/m", "nsa-decode-backend": "trtllm"},
+                      "renames": [dict(RENAMES[0], until="1.0")]})
+    assert out["errors"][0]["problem"] == "unknown"
+
+
+def test_invalid_choice_and_value_and_missing_required(fake_python):
+    out = run_module({"python": fake_python, "options": {"dsa-decode-backend": "cutlas", "tp-size": "eight"}})
+    by = {e["option"]: e for e in out["errors"]}
+    assert by["dsa-decode-backend"]["problem"] == "invalid_choice"
+    assert by["dsa-decode-backend"]["choices"] == ["flashmla_sparse", "fa3", "trtllm", "flashinfer_sparse_mla"]
+    assert by["tp-size"]["problem"] == "invalid_value"
+    assert by["model-path"]["problem"] == "missing"
+
+
+def test_check_mode_validates_too(fake_python):
+    out = run_module({"python": fake_python, "options": {"model-path": "/m", "tp": 2}}, check_mode=True)
+    assert out["failed"] is True and out["errors"][0]["problem"] == "abbreviation"
+
+
+def test_expected_version_mismatch_fails(fake_python):
+    out = run_module({"python": fake_python, "options": {"model-path": "/m"}, "expected_version": "0.5.23"})
+    assert out["failed"] is True and "expected_version is 0.5.23" in out["msg"] and "9.9.1" in out["msg"]
+
+
+def test_bad_inputs_fail_early_and_clearly(fake_python, tmp_path):
+    out = run_module({"python": str(tmp_path / "nope"), "options": {"tp-size": 1}})
+    assert out["failed"] and "is not an executable file" in out["msg"]
+    out = run_module({"python": fake_python, "options": {"-x": 1}})
+    assert out["failed"] and "invalid option name '-x'" in out["msg"]
+    out = run_module({"python": fake_python, "options": {}, "renames": "nsa->dsa"})
+    assert out["failed"] and "renames must be a list" in out["msg"]
+    out = run_module({"python": fake_python, "options": {}, "engine": "vllm"})
+    assert out["failed"] and "engine" in out["msg"] and "sglang" in out["msg"]
+
+
+def test_missing_engine_is_a_clear_failure(tmp_path):
+    exe = tmp_path / "python"
+    exe.write_text("#!/bin/sh\nexec %s -I \"$@\"\n" % sys.executable)  # isolated: no sglang importable
+    exe.chmod(0o755)
+    out = run_module({"python": str(exe), "options": {"model-path": "/m"}})
+    assert out["failed"] and "cannot build the sglang parser" in out["msg"] and "No module named 'sglang'" in out["msg"]
+
+
+def test_transformers_without_introspectable_cli_is_not_validated(tmp_path):
+    exe = tmp_path / "python"
+    exe.write_text("#!/bin/sh\nexec %s -I \"$@\"\n" % sys.executable)
+    exe.chmod(0o755)
+    out = run_module({"python": str(exe), "engine": "transformers", "options": {"port": 8000, "continuous-batching": True}})
+    assert not out.get("failed"), out
+    assert out["validated"] is False and "cannot introspect the transformers serve CLI" in out["reason"]
+    assert out["argv"] == ["--continuous-batching", "--port", "8000"]
