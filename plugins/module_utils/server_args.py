@@ -353,14 +353,17 @@ def _choices_from_msg(msg):
 
 
 def suggested_argv(chunks, errors):
-    """argv with renames and unambiguous abbreviations replaced (for the failure message)."""
+    """argv with renames and unambiguous abbreviations replaced, re-sorted like :func:`server_argv`."""
     fix = {e["option"]: e["replacement"] for e in errors if e["problem"] in ("renamed", "abbreviation") and e.get("replacement")}
-    argv = []
+    lead, fixed = [], []
     for chunk in chunks:
-        name = chunk[0][2:] if chunk[0].startswith("--") else None
-        argv.append("--" + fix[name] if name in fix else chunk[0])
-        argv.extend(chunk[1:])
-    return argv
+        if not chunk[0].startswith("--"):
+            lead.extend(chunk)
+            continue
+        name = chunk[0][2:]
+        fixed.append(["--" + fix[name] if name in fix else chunk[0]] + list(chunk[1:]))
+    fixed.sort(key=lambda c: c[0][5:] if c[0].startswith("--no-") else c[0][2:])
+    return lead + [tok for chunk in fixed for tok in chunk]
 
 
 # --------------------------------------------------------------------------- the probe

@@ -282,7 +282,10 @@ def test_classify_covers_every_problem_class():
     assert [w["option"] for w in warnings] == ["tensor-parallel-size"]
     assert [v["verdict"] for v in verdicts] == ["abbreviation", "renamed", "unknown", "invalid_choice", "invalid_value",
                                                 "abbreviation", "ok", "removed"]
-    assert suggested_argv(chunks, errors)[:4] == ["--tp-size", "8", "--dsa-decode-backend", "trtllm"]
+    fixed = suggested_argv(chunks, errors)
+    assert fixed[:5] == ["--cuda-graph-max-bs", "256", "--dsa-decode-backend", "trtllm", "--dsa-decode-backend"]
+    assert "--nsa-decode-backend" not in fixed and "--tp" not in fixed and fixed[-4:] == ["--tp-size", "8", "--tp-size", "x"]
+    assert suggested_argv([["serve", "/m"], ["--b", "1"], ["--no-a"]], []) == ["serve", "/m", "--no-a", "--b", "1"]
 
 
 def test_renamed_option_with_a_value_the_new_option_rejects():

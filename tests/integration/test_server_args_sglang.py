@@ -1,0 +1,202 @@
+"""gpuhost.sglang.server_args against SGLang 0.5.23's OWN parser, on CPU.
+
+Needs the fixture venv: ``tests/fixtures/sglang-venv.sh`` (stage 20 builds it; override the path
+with SGLANG_VENV). Set GPUHOST_SKIP_SGLANG=1 to skip instead of failing when it is missing.
+
+``python tests/integration/test_server_args_sglang.py --table`` prints the verdict table of the
+seeds' command line (docs/flags-and-profiles.md).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+VENV = os.environ.get("SGLANG_VENV") or os.path.join(os.environ.get("GPUHOST_ROOT", ROOT), ".cache", "sglang-venv")
+PY = os.path.join(VENV, "bin", "python")
+MODULE = os.path.join(ROOT, "plugins", "modules", "server_args.py")
+PINNED = "0.5.23"
+
+
+def _vars(name):
+    with open(os.path.join(ROOT, "roles", "sglang", "vars", name)) as f:
+        return yaml.safe_load(f)
+
+
+FLAGS = _vars("flags.yml")["sglang_flags"]["sglang"]
+PROFILES = _vars("profiles.yml")["sglang_profiles"]
+
+# The seeds' command line (issue 5), as the structured options a user would have written from it.
+SEEDS_ARGV = ["--tp", "8", "--mem-fraction-static", "0.92", "--nsa-decode-backend", "trtllm", "--nsa-prefill-backend", "trtllm",
+              "--disable-cuda-graph", "--max-running-requests", "64", "--fp8-gemm-backend", "cutlass"]
+SEEDS = {"model-path": "/srv/models/GLM-5-NVFP4", "tp": 8, "mem-fraction-static": 0.92, "nsa-decode-backend": "trtllm",
+         "nsa-prefill-backend": "trtllm", "disable-cuda-graph": True, "max-running-requests": 64, "fp8-gemm-backend": "cutlass"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sglang_venv():
+    if not os.access(PY, os.X_OK):
+        msg = "no SGLang venv at %s: run tests/fixtures/sglang-venv.sh first" % VENV
+        if os.environ.get("GPUHOST_SKIP_SGLANG") == "1":
+            pytest.skip(msg)
+        pytest.fail(msg)
+
+
+def run_module(options, **extra):
+    args = {"python": PY, "engine": "sglang", "options": options, "renames": FLAGS["renames"], "removed": FLAGS["removed"],
+            "expected_version": PINNED}
+    args.update(extra)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "collections"))
+    proc = subprocess.run([sys.executable, MODULE, json.dumps({"ANSIBLE_MODULE_ARGS": args})], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.stdout.strip(), proc.stderr
+    assert "Traceback" not in proc.stdout
+    return json.loads(proc.stdout)
+
+
+def test_seeds_command_line_verdicts():
+    out = run_module(SEEDS)
+    assert out["engine_version"] == PINNED and out["validated"] is True
+    assert out["failed"] is True
+    verdicts = {v["option"]: v for v in out["verdicts"]}
+    assert verdicts["tp"]["verdict"] == "abbreviation" and "use --tp-size" in verdicts["tp"]["detail"]
+    assert verdicts["nsa-decode-backend"]["verdict"] == "renamed" and "--dsa-decode-backend" in verdicts["nsa-decode-backend"]["detail"]
+    assert verdicts["nsa-prefill-backend"]["verdict"] == "renamed" and "--dsa-prefill-backend" in verdicts["nsa-prefill-backend"]["detail"]
+    assert verdicts["disable-cuda-graph"]["verdict"] == "warning" and "deprecated" in verdicts["disable-cuda-graph"]["detail"]
+    for ok in ("mem-fraction-static", "max-running-requests", "fp8-gemm-backend", "model-path"):
+        assert verdicts[ok]["verdict"] == "ok", verdicts[ok]
+    assert sorted(e["option"] for e in out["errors"]) == ["nsa-decode-backend", "nsa-prefill-backend", "tp"]
+    assert {e["option"]: e.get("replacement") for e in out["errors"]} == {
+        "tp": "tp-size", "nsa-decode-backend": "dsa-decode-backend", "nsa-prefill-backend": "dsa-prefill-backend"}
+    assert [w["option"] for w in out["parser_warnings"]] == ["disable-cuda-graph"]
+    assert "--cuda-graph-backend-{decode,prefill}=disabled" in out["parser_warnings"][0]["warning"]
+    assert "3 problem(s) in the sglang 0.5.23 options" in out["msg"]
+
+
+def test_suggested_fix_passes_the_parser():
+    out = run_module(SEEDS)
+    fixed = dict(SEEDS)
+    for e in out["errors"]:
+        fixed[e["replacement"]] = fixed.pop(e["option"])
+    again = run_module(fixed)
+    assert not again.get("failed"), again["msg"] if "msg" in again else again
+    assert again["errors"] == [] and [w["option"] for w in again["parser_warnings"]] == ["disable-cuda-graph"]
+    assert again["argv"] == out["suggested_argv"]
+
+
+def test_without_rename_data_nsa_is_just_unknown():
+    out = run_module({"model-path": "/m", "nsa-decode-backend": "trtllm"}, renames=[], removed=[])
+    assert [(e["option"], e["problem"]) for e in out["errors"]] == [("nsa-decode-backend", "unknown")]
+
+
+def test_misspelling_suggests_the_real_option():
+    out = run_module({"model-path": "/m", "mem-fractoin-static": 0.9})
+    assert [(e["option"], e["problem"]) for e in out["errors"]] == [("mem-fractoin-static", "unknown")]
+    assert out["errors"][0]["candidates"][0] == "mem-fraction-static"
+
+
+def test_invalid_choice_lists_the_valid_ones():
+    out = run_module({"model-path": "/m", "fp8-gemm-backend": "cutlas", "dsa-decode-backend": "trtllm"})
+    assert [(e["option"], e["problem"]) for e in out["errors"]] == [("fp8-gemm-backend", "invalid_choice")]
+    choices = out["errors"][0]["choices"]
+    assert "cutlass" in choices and "auto" in choices and "cutlas" not in choices
+    assert "valid choices: " in out["msg"] and "cutlass" in out["msg"]
+
+
+def test_bad_int_and_bad_float():
+    out = run_module({"model-path": "/m", "max-running-requests": "sixty-four", "mem-fraction-static": "most"})
+    by = {e["option"]: e["problem"] for e in out["errors"]}
+    assert by == {"max-running-requests": "invalid_value", "mem-fraction-static": "invalid_value"}
+    assert "sixty-four" in out["msg"] and "most" in out["msg"]
+
+
+def test_flags_yml_matches_the_pinned_parser():
+    """Every 0.5.23 fact in flags.yml is checked against the real parser, so the data cannot rot silently."""
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import flag_rules
+    renames, removed = flag_rules(FLAGS["renames"], FLAGS["removed"], PINNED)
+    assert renames and removed
+    opts = {"model-path": "/m"}
+    opts.update({old: 1 for old in renames})
+    opts.update({name: True for name in removed})
+    opts.update({abbr: 1 for abbr in FLAGS["abbreviations"]})
+    out = run_module(opts)
+    got = {e["option"]: (e["problem"], e.get("replacement")) for e in out["errors"]}
+    for old, entry in renames.items():
+        assert got[old][0] == "renamed" and got[old][1] == entry["new"]
+    for name in removed:
+        assert got[name][0] == "removed"
+    for abbr, target in FLAGS["abbreviations"].items():
+        assert got[abbr] == ("abbreviation", target), (abbr, got.get(abbr))
+    # the new names and the deprecated options exist; deprecations are reported as warnings
+    new_opts = {"model-path": "/m", "dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm", "dsa-topk-backend": "sgl-kernel",
+                "cuda-graph-max-bs-decode": 256}
+    new_opts.update({d["option"]: True for d in FLAGS["deprecated"]})
+    out = run_module(new_opts)
+    assert out["errors"] == [], out["errors"]
+    assert sorted(w["option"] for w in out["parser_warnings"]) == sorted(d["option"] for d in FLAGS["deprecated"])
+
+
+@pytest.mark.parametrize("family", ["glm-dsa", "deepseek-dsa"])
+def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import select_profile
+    sel = select_profile("12.0", family, PINNED, PROFILES)
+    assert sel["options"]
+    for extra in [{}] + [fb["options"] for fb in sel["fallbacks"]]:
+        opts = dict(sel["options"], **{"model-path": "/m", "tp-size": 8})
+        opts.update(extra)
+        out = run_module(opts)
+        assert not out.get("failed"), out.get("msg")
+        assert out["errors"] == [] and out["parser_warnings"] == []
+
+
+def test_ansible_playbook_rejects_the_seeds_line_before_anything_changes(tmp_path):
+    play = tmp_path / "play.yml"
+    play.write_text("""
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_vars: {file: %s}
+    - gpuhost.sglang.server_args:
+        python: %s
+        options: %s
+        renames: "{{ sglang_flags.sglang.renames }}"
+      register: r
+      ignore_errors: true
+    - ansible.builtin.assert:
+        that:
+          - r is failed
+          - r.errors | map(attribute='option') | sort | list == ['nsa-decode-backend', 'nsa-prefill-backend', 'tp']
+          - r.engine_version == '0.5.23'
+""" % (os.path.join(ROOT, "roles", "sglang", "vars", "flags.yml"), PY, json.dumps(SEEDS)))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    venv_bin = os.path.dirname(sys.executable)
+    proc = subprocess.run([os.path.join(venv_bin, "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", "ansible_python_interpreter=%s" % sys.executable, str(play)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "ok=3" in proc.stdout and "ignored=1" in proc.stdout
+
+
+def verdict_table(out):
+    rows = ["| option as given | values | verdict | detail |", "|---|---|---|---|"]
+    for v in out["verdicts"]:
+        rows.append("| `--%s` | %s | %s | %s |" % (v["option"], " ".join(v["values"]) or "-", v["verdict"],
+                                                   v["detail"].replace("|", "\\|") or "-"))
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    if "--table" in sys.argv:
+        sys.path.insert(0, os.path.join(ROOT, "collections"))
+        result = run_module(SEEDS)
+        print("sglang %s, seeds' command line: %s" % (result["engine_version"], " ".join(SEEDS_ARGV)))
+        print(verdict_table(result))
+        print("\nsuggested argv: %s" % " ".join(result.get("suggested_argv", [])))
