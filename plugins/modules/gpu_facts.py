@@ -35,6 +35,30 @@ options:
       - With O(require_gpus=true), fail when fewer GPUs than this are found.
     type: int
     default: 1
+  pci_arch_table:
+    description:
+      - PCI device-ID ranges to architecture names, used to name the architecture of NVIDIA GPUs found on
+        the PCI bus without a driver (C(pci_gpus)). Each entry has hex C(start), C(end) and C(arch).
+      - The nvidia_driver role passes its C(nvidia_driver_pci_arch_table).
+    type: list
+    elements: dict
+    default: []
+  facts:
+    description:
+      - Use these facts (a previous result of this module) instead of reading NVML, e.g. to plan the NCCL settings of
+        a box from recorded facts. PCI scanning still reads O(sysfs_root).
+    type: dict
+  nccl_overrides:
+    description:
+      - NCCL variables to set regardless of the derived ones (name -> value); they appear in C(nccl) with reason
+        "set explicitly".
+    type: dict
+    default: {}
+  sysfs_root:
+    description:
+      - Root under which C(sys/bus/pci/devices) and C(proc/cpuinfo) are read (tests point it at a fake tree).
+    type: path
+    default: /
 notes:
   - Supports check mode; it changes nothing.
 attributes:
@@ -148,6 +172,41 @@ summary:
   description: Derived flags (p2p_all_ok, worst_topology, nvlink_all_pairs).
   returned: when GPUs were read
   type: dict
+pci_gpus:
+  description: NVIDIA display/3D functions on the PCI bus (read from sysfs, no driver needed) with the architecture
+    from O(pci_arch_table) and the bound kernel driver (nvidia, nouveau, vfio-pci or null).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - bus_id: "0000:18:00.0"
+      vendor_id: 10de
+      device_id: 2bb5
+      arch: Blackwell
+      driver: null
+pci_nvswitch_count:
+  description: NVSwitch chips on the PCI bus (vendor 10de, class 0680), visible without a driver.
+  returned: always
+  type: int
+pci_arch:
+  description: Architecture of the PCI GPUs (C(mixed) when they differ, null when there are none).
+  returned: always
+  type: str
+nccl:
+  description: NCCL settings derived from the facts (and InfiniBand presence), each with the reason; the nccl role
+    renders them into /etc/nccl.conf and the serving unit's environment file.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: NCCL_IB_DISABLE
+      value: "1"
+      reason: "no InfiniBand/RoCE device under /sys/class/infiniband: skip the IB transport probe"
+ib_devices:
+  description: InfiniBand/RoCE devices (names under /sys/class/infiniband).
+  returned: always
+  type: list
+  elements: str
 host:
   description: Host-side virtualization hints (hypervisor cpu flag, DMI product and vendor).
   returned: when GPUs were read
@@ -163,7 +222,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import nvml_facts
+from ansible_collections.gpuhost.sglang.plugins.module_utils import gpu_nccl, gpu_pci_arch, nvml_facts
 
 try:
     import pynvml
@@ -175,14 +234,28 @@ except ImportError:
     PYNVML_IMPORT_ERROR = traceback.format_exc()
 
 
-def gather(nvml):
-    """Facts dict; a missing library or driver yields gpu_count 0 with the reason."""
-    if nvml is None:
-        return nvml_facts.empty_facts("python module pynvml (nvidia-ml-py) is not installed")
-    try:
-        return nvml_facts.collect(nvml, host=nvml_facts.read_hypervisor("/"))
-    except Exception as exc:  # NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
-        return nvml_facts.empty_facts("NVML could not be initialised: %s" % exc)
+RESULT_KEYS = ("changed", "failed", "msg", "invocation", "ansible_facts", "skipped", "warnings", "deprecations")
+
+
+def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None):
+    """Facts dict; a missing library or driver yields gpu_count 0 with the reason. PCI GPUs are always listed."""
+    if given:
+        # a registered result also carries changed/failed/invocation/ansible_facts: keep only the facts
+        facts = dict((k, v) for k, v in given.items() if k not in RESULT_KEYS and not k.startswith("_ansible"))
+    elif nvml is None:
+        facts = nvml_facts.empty_facts("python module pynvml (nvidia-ml-py) is not installed")
+    else:
+        try:
+            facts = nvml_facts.collect(nvml, host=nvml_facts.read_hypervisor(sysfs_root))
+        except Exception as exc:  # NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
+            facts = nvml_facts.empty_facts("NVML could not be initialised: %s" % exc)
+    facts["pci_gpus"] = gpu_pci_arch.scan(sysfs_root, pci_table or [])
+    facts["pci_nvswitch_count"] = len(gpu_pci_arch.scan(sysfs_root, [], kind="nvswitch"))
+    archs = sorted(set(g["arch"] for g in facts["pci_gpus"]))
+    facts["pci_arch"] = archs[0] if len(archs) == 1 else ("mixed" if archs else None)
+    facts["ib_devices"] = gpu_nccl.ib_devices(sysfs_root)
+    facts["nccl"] = gpu_nccl.settings(facts, facts["ib_devices"], nccl_overrides)
+    return facts
 
 
 def main():
@@ -190,14 +263,28 @@ def main():
         argument_spec=dict(
             require_gpus=dict(type="bool", default=False),
             min_gpus=dict(type="int", default=1),
+            pci_arch_table=dict(type="list", elements="dict", default=[]),
+            sysfs_root=dict(type="path", default="/"),
+            facts=dict(type="dict"),
+            nccl_overrides=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
     if module.params["min_gpus"] < 1:
         module.fail_json(msg="min_gpus must be >= 1, got %d" % module.params["min_gpus"])
-    facts = gather(pynvml if HAS_PYNVML else None)
+    try:
+        gpu_pci_arch.validate_table(module.params["pci_arch_table"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    if module.params["facts"] and not isinstance(module.params["facts"].get("gpu_count"), int):
+        module.fail_json(msg="facts must be a gpu_facts result with an integer gpu_count")
+    try:
+        facts = gather(pynvml if HAS_PYNVML else None, module.params["sysfs_root"], module.params["pci_arch_table"],
+                       module.params["facts"], module.params["nccl_overrides"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     if module.params["require_gpus"]:
-        if not HAS_PYNVML:
+        if not HAS_PYNVML and not module.params["facts"]:
             module.fail_json(msg=missing_required_lib("nvidia-ml-py") + " (require_gpus is true)",
                              exception=PYNVML_IMPORT_ERROR, **facts)
         if facts["gpu_count"] < module.params["min_gpus"]:

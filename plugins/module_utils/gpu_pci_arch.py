@@ -1,0 +1,99 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""NVIDIA GPUs from PCI IDs (sysfs), for hosts where the driver is not installed yet.
+
+The device-ID -> architecture table is data (roles/nvidia_driver/vars/main.yml ``nvidia_driver_pci_arch_table``)
+passed in as ``table``: a list of ``{"start": "0x2b80", "end": "0x2bff", "arch": "Blackwell"}``.
+Stdlib only; no imports from the collection.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+NVIDIA_VENDOR = 0x10DE
+# PCI class 0x0300xx VGA, 0x0302xx 3D controller (datacenter GPUs), 0x0380xx display other
+GPU_CLASSES = (0x0300, 0x0302, 0x0380)
+# NVSwitch chips enumerate as PCI class 0x0680 (bridge, other) with vendor 10de
+NVSWITCH_CLASS = 0x0680
+
+
+def _hex(value):
+    if isinstance(value, int):
+        return value
+    return int(str(value).strip(), 16)
+
+
+def validate_table(table):
+    """Return a list of (start, end, arch) or raise ValueError naming the bad entry."""
+    out = []
+    for n, entry in enumerate(table or []):
+        try:
+            start, end, arch = _hex(entry["start"]), _hex(entry["end"]), str(entry["arch"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("pci_arch_table[%d] must have hex 'start', 'end' and 'arch', got %r" % (n, entry))
+        if start > end:
+            raise ValueError("pci_arch_table[%d]: start 0x%04x > end 0x%04x" % (n, start, end))
+        out.append((start, end, arch))
+    return out
+
+
+def arch_for_device(device_id, table):
+    device_id = _hex(device_id)
+    for start, end, arch in table:
+        if start <= device_id <= end:
+            return arch
+    return "unknown"
+
+
+def scan(sysfs_root, table, kind="gpu"):
+    """NVIDIA display/3D PCI functions (kind='gpu') or NVSwitches (kind='nvswitch') under
+    <sysfs_root>/sys/bus/pci/devices, with their architecture."""
+    classes = GPU_CLASSES if kind == "gpu" else (NVSWITCH_CLASS,)
+    table = validate_table(table)
+    base = os.path.join(sysfs_root, "sys", "bus", "pci", "devices")
+    found = []
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return found
+    for bdf in entries:
+        path = os.path.join(base, bdf)
+        try:
+            with open(os.path.join(path, "vendor")) as fh:
+                vendor = _hex(fh.read())
+            with open(os.path.join(path, "device")) as fh:
+                device = _hex(fh.read())
+            with open(os.path.join(path, "class")) as fh:
+                pci_class = _hex(fh.read()) >> 8
+        except (OSError, ValueError):
+            continue
+        if vendor != NVIDIA_VENDOR or pci_class not in classes:
+            continue
+        driver = None
+        if os.path.islink(os.path.join(path, "driver")):
+            driver = os.path.basename(os.readlink(os.path.join(path, "driver")))
+        found.append({"bus_id": bdf.lower(), "vendor_id": "10de", "device_id": "%04x" % device,
+                      "arch": arch_for_device(device, table), "driver": driver})
+    return found
+
+
+def parse_lspci_nn(text, table):
+    """Same result from `lspci -Dnn` text (for hosts where sysfs is not readable)."""
+    table = validate_table(table)
+    found = []
+    for line in text.splitlines():
+        if "[10de:" not in line.lower():
+            continue
+        if not any(tag in line for tag in ("[0300]", "[0302]", "[0380]")):
+            continue
+        bdf = line.split()[0].lower()
+        if bdf.count(":") == 1:
+            bdf = "0000:" + bdf
+        device = line.lower().split("[10de:", 1)[1][:4]
+        found.append({"bus_id": bdf, "vendor_id": "10de", "device_id": device, "arch": arch_for_device(device, table),
+                      "driver": None})
+    return found
