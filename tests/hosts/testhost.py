@@ -746,6 +746,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="list hosts as JSON")
     sub.add_parser("leaks", help="print leftovers of ours; exit 1 if any")
     args = ap.parse_args(argv)
+
+    def on_term(signum, _frame):  # a SIGTERM'd create cleans up like an interrupted one
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
     try:
         if args.cmd == "leaks":
             return cmd_leaks(args)
