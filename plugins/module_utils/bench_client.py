@@ -1,0 +1,371 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Streaming load client for OpenAI-compatible servers: asyncio + aiohttp, sharded over processes.
+
+Hot path per request: send a pre-serialized body, append ``(time.monotonic(), bytes)`` per socket
+read, nothing else. SSE/JSON parsing, token counting and coherence checks run after the shard's
+load finished, so they never delay a timestamp. Each shard measures its own event-loop lag (a
+sleeper task's overshoot) and its CPU use, so the caller can mark a run ``client_bound`` instead of
+reporting latency the client inflated itself. ``time.monotonic()`` is CLOCK_MONOTONIC: comparable
+across processes and with a loopback server's own clock.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import asyncio
+import errno
+import json
+import os
+import time
+import traceback
+
+try:
+    import aiohttp
+    HAS_AIOHTTP = True
+    AIOHTTP_IMPORT_ERROR = None
+except ImportError as e:  # pragma: no cover - depends on the environment
+    aiohttp = None
+    HAS_AIOHTTP = False
+    AIOHTTP_IMPORT_ERROR = e
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_sse, coherence
+
+ERROR_CLASSES = (
+    "connection_refused", "connect_error", "connect_timeout", "http_4xx", "http_429", "http_5xx",
+    "model_not_found", "disconnected", "stalled", "timeout", "malformed_sse", "stream_error", "nan",
+    "client_error",
+)
+
+
+def endpoint(base_url, api):
+    base = base_url.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return base + ("/chat/completions" if api == "chat" else "/completions")
+
+
+def headers_for(api_key):
+    h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if api_key:
+        h["Authorization"] = "Bearer " + api_key
+    return h
+
+
+def build_payload(api, model, prompt, max_tokens, temperature=0.0, ignore_eos=False, logprobs=False,
+                  extra=None):
+    body = {"model": model, "max_tokens": int(max_tokens), "temperature": temperature, "stream": True,
+            "stream_options": {"include_usage": True}}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+        if logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = 1
+    else:
+        body["prompt"] = prompt
+        if logprobs:
+            body["logprobs"] = 1
+    if ignore_eos:
+        body["ignore_eos"] = True
+    if extra:
+        body.update(extra)
+    return json.dumps(body).encode("utf-8")
+
+
+def classify_http(status, body_text):
+    low = (body_text or "").lower()
+    if status in (400, 404, 422) and "model" in low and any(
+            w in low for w in ("not found", "does not exist", "unknown model", "not served", "no model", "invalid model")):
+        return "model_not_found"
+    if status == 404 and "model" in low:
+        return "model_not_found"
+    if status == 400 and ("out of range float" in low or " nan" in low):
+        return "nan"
+    if status == 429:
+        return "http_429"
+    if 500 <= status:
+        return "http_5xx"
+    return "http_4xx"
+
+
+def classify_exception(exc):
+    """Map a client exception to (class, detail)."""
+    detail = "%s: %s" % (type(exc).__name__, exc)
+    if aiohttp is not None:
+        conn_timeout = getattr(aiohttp, "ConnectionTimeoutError", None)
+        sock_timeout = getattr(aiohttp, "SocketTimeoutError", None)
+        if conn_timeout is not None and isinstance(exc, conn_timeout):
+            return "connect_timeout", detail
+        if sock_timeout is not None and isinstance(exc, sock_timeout):
+            return "stalled", detail
+        if isinstance(exc, aiohttp.ServerTimeoutError):
+            return "stalled", detail
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            oserr = getattr(exc, "os_error", None)
+            if isinstance(oserr, ConnectionRefusedError) or getattr(oserr, "errno", None) == errno.ECONNREFUSED:
+                return "connection_refused", detail
+            return "connect_error", detail
+        if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
+                            aiohttp.ClientOSError)):
+            return "disconnected", detail
+        if isinstance(exc, aiohttp.ClientResponseError):
+            return classify_http(exc.status, str(exc)), detail
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection_refused", detail
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timeout", detail
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+        return "disconnected", detail
+    return "client_error", detail
+
+
+async def _one(session, url, body, headers, timeout):
+    mono = time.monotonic
+    raw = {"start": mono(), "end": None, "status": None, "reads": None, "error": None, "detail": None}
+    try:
+        async with session.post(url, data=body, headers=headers, timeout=timeout) as resp:
+            raw["status"] = resp.status
+            if resp.status != 200:
+                txt = (await resp.content.read(4096)).decode("utf-8", "replace")
+                raw["error"] = classify_http(resp.status, txt)
+                raw["detail"] = "HTTP %d: %s" % (resp.status, txt[:300])
+                raw["end"] = mono()
+                return raw
+            reads = []
+            app = reads.append
+            readany = resp.content.readany
+            while True:
+                chunk = await readany()
+                if not chunk:
+                    break
+                app((mono(), chunk))
+            raw["reads"] = reads
+    except Exception as e:  # every failure is classified, never raised
+        raw["error"], raw["detail"] = classify_exception(e)
+    raw["end"] = mono()
+    return raw
+
+
+async def _lag_monitor(state, lags, interval):
+    loop = asyncio.get_running_loop()
+    while not state["stop"]:
+        t = loop.time()
+        await asyncio.sleep(interval)
+        lags.append(loop.time() - t - interval)
+
+
+async def run_shard_async(spec):
+    """Run one shard: ``spec`` has url, headers, bodies, concurrency, timeout, stall_timeout,
+    start_at, lag_interval. Returns (raws, stats)."""
+    bodies = spec["bodies"]
+    raws = [None] * len(bodies)
+    timeout = aiohttp.ClientTimeout(total=spec["timeout"], sock_read=spec["stall_timeout"],
+                                    sock_connect=spec.get("connect_timeout", 10))
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+    lags = []
+    state = {"stop": False}
+    async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20, auto_decompress=False) as session:
+        delay = spec.get("start_at", 0) - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        mon = asyncio.ensure_future(_lag_monitor(state, lags, spec.get("lag_interval", 0.005)))
+        cpu0 = time.process_time()
+        wall0 = time.monotonic()
+        it = iter(range(len(bodies)))
+        url = spec["url"]
+        headers = spec["headers"]
+
+        async def worker():
+            for i in it:
+                raws[i] = await _one(session, url, bodies[i], headers, timeout)
+
+        await asyncio.gather(*[worker() for _ in range(max(1, min(spec["concurrency"], len(bodies))))])
+        wall = time.monotonic() - wall0
+        cpu = time.process_time() - cpu0
+        state["stop"] = True
+        await mon
+    lags.sort()
+    stats = {
+        "wall_s": round(wall, 4),
+        "cpu_s": round(cpu, 4),
+        "cpu_util": round(cpu / wall, 4) if wall > 0 else 0.0,
+        "lag_samples": len(lags),
+        "lag_p50_ms": round(lags[len(lags) // 2] * 1000, 3) if lags else None,
+        "lag_p99_ms": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1000, 3) if lags else None,
+        "lag_max_ms": round(lags[-1] * 1000, 3) if lags else None,
+    }
+    return raws, stats
+
+
+def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherence.DETECTORS, keep_text=False):
+    """Turn a raw response into a metrics record (see bench_metrics.compute)."""
+    rec = {"ok": False, "error": raw.get("error"), "detail": raw.get("detail"), "start": raw["start"],
+           "end": raw["end"], "chunk_times": [], "prompt_tokens": prompt_tokens, "output_tokens": 0,
+           "usage": False, "coherent": False, "flags": [], "text": None, "logprobs": [],
+           "tokenizer_tokens": None, "chunks": 0, "finish_reason": None}
+    if rec["error"]:
+        return rec
+    try:
+        p = bench_sse.parse_reads(raw.get("reads") or [], api, logprobs=keep_text)
+    except bench_sse.SSEError as e:
+        rec["error"], rec["detail"] = "malformed_sse", str(e)
+        return rec
+    if p["stream_error"] is not None:
+        msg = json.dumps(p["stream_error"])[:300]
+        rec["error"] = "nan" if ("out of range float" in msg.lower() or "nan" in msg.lower().split()) else "stream_error"
+        rec["detail"] = msg
+        return rec
+    if not p["done"] and not p["finish_reason"]:
+        rec["error"] = "disconnected"
+        rec["detail"] = "stream ended without [DONE] or finish_reason after %d events" % p["events"]
+        return rec
+    text = p["text"]
+    rec["chunk_times"] = p["chunk_times"]
+    rec["chunks"] = len(p["chunk_times"])
+    rec["finish_reason"] = p["finish_reason"]
+    rec["logprobs"] = p["logprobs"]
+    usage = p["usage"] or {}
+    if count_tokens is not None:
+        rec["tokenizer_tokens"] = count_tokens(text)
+    if usage.get("completion_tokens") is not None:
+        rec["usage"] = True
+        rec["output_tokens"] = int(usage["completion_tokens"])
+        rec["token_source"] = "usage"
+        if usage.get("prompt_tokens") is not None:
+            rec["prompt_tokens"] = int(usage["prompt_tokens"])
+    elif rec["tokenizer_tokens"] is not None:
+        rec["output_tokens"] = rec["tokenizer_tokens"]
+        rec["token_source"] = "tokenizer"
+    else:
+        rec["output_tokens"] = len(p["chunk_times"])
+        rec["token_source"] = "chunks"
+    rec["flags"] = coherence.detect(text, checks)
+    rec["coherent"] = not rec["flags"]
+    rec["ok"] = True
+    if keep_text or rec["flags"]:
+        rec["text"] = text[:300] if not keep_text else text
+    return rec
+
+
+def _shard_entry(spec, api, count_tokens, prompt_tokens, checks, keep_text):
+    raws, stats = asyncio.run(run_shard_async(spec))
+    recs = [postprocess(r, api, count_tokens, pt, checks, keep_text) for r, pt in zip(raws, prompt_tokens)]
+    return recs, stats
+
+
+def _child(conn, spec, api, count_tokens, prompt_tokens, checks, keep_text):
+    try:
+        out = _shard_entry(spec, api, count_tokens, prompt_tokens, checks, keep_text)
+        conn.send(("ok", out))
+    except BaseException:  # report to the parent, never die silently
+        conn.send(("fatal", traceback.format_exc()[-2000:]))
+    finally:
+        conn.close()
+        os._exit(0)
+
+
+def auto_processes(concurrency, per_process=256, cpus=None):
+    cpus = cpus or os.cpu_count() or 1
+    want = -(-int(concurrency) // per_process)
+    return max(1, min(want, cpus, int(concurrency)))
+
+
+def run_load(base_url, api, bodies, concurrency, processes=1, timeout=300.0, stall_timeout=60.0,
+             api_key=None, count_tokens=None, prompt_tokens=None, checks=coherence.DETECTORS,
+             keep_text=False, lag_interval=0.005):
+    """Send ``bodies`` with ``concurrency`` in flight over ``processes`` shards.
+
+    Returns (records in body order, list of per-shard stats). A shard that crashes yields
+    ``client_error`` records, never an exception.
+    """
+    if not HAS_AIOHTTP:
+        raise RuntimeError("aiohttp is required")
+    url = endpoint(base_url, api)
+    headers = headers_for(api_key)
+    n = len(bodies)
+    prompt_tokens = prompt_tokens or [None] * n
+    processes = max(1, min(int(processes), int(concurrency), max(n, 1)))
+    base_spec = {"url": url, "headers": headers, "timeout": timeout, "stall_timeout": stall_timeout,
+                 "lag_interval": lag_interval}
+    if processes == 1:
+        spec = dict(base_spec, bodies=bodies, concurrency=concurrency, start_at=0)
+        recs, stats = _shard_entry(spec, api, count_tokens, prompt_tokens, checks, keep_text)
+        return recs, [stats]
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    start_at = time.monotonic() + 0.25 + 0.05 * processes
+    procs = []
+    for i in range(processes):
+        idx = list(range(i, n, processes))
+        conc = concurrency // processes + (1 if i < concurrency % processes else 0)
+        spec = dict(base_spec, bodies=[bodies[j] for j in idx], concurrency=conc, start_at=start_at)
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_child, args=(child, spec, api, count_tokens, [prompt_tokens[j] for j in idx],
+                                             checks, keep_text), daemon=True)
+        p.start()
+        child.close()
+        procs.append((p, parent, idx))
+    records = [None] * n
+    stats = []
+    for p, conn, idx in procs:
+        try:
+            kind, payload = conn.recv()
+        except EOFError:
+            kind, payload = "fatal", "client shard process exited without a result (exit code %s)" % p.exitcode
+        p.join(10)
+        if kind == "ok":
+            recs, st = payload
+            for j, r in zip(idx, recs):
+                records[j] = r
+            stats.append(st)
+        else:
+            for j in idx:
+                records[j] = {"ok": False, "error": "client_error", "detail": payload, "start": None, "end": None,
+                              "chunk_times": [], "prompt_tokens": None, "output_tokens": 0, "coherent": False}
+    return records, stats
+
+
+def client_verdict(stats, cpu_threshold=0.9, lag_threshold_ms=2.0):
+    """Combine per-shard stats: (client dict, client_bound bool, reason or None)."""
+    reasons = []
+    for i, s in enumerate(stats):
+        if s.get("cpu_util", 0) >= cpu_threshold:
+            reasons.append("shard %d CPU %.0f%% >= %.0f%%" % (i, 100 * s["cpu_util"], 100 * cpu_threshold))
+        if s.get("lag_p99_ms") is not None and s["lag_p99_ms"] > lag_threshold_ms:
+            reasons.append("shard %d event-loop lag p99 %.2f ms > %.2f ms" % (i, s["lag_p99_ms"], lag_threshold_ms))
+    client = {
+        "processes": len(stats),
+        "cpu_s": round(sum(s.get("cpu_s", 0) for s in stats), 4),
+        "max_cpu_util": max([s.get("cpu_util", 0) for s in stats] or [0]),
+        "max_lag_p99_ms": max([s.get("lag_p99_ms") or 0 for s in stats] or [0]),
+        "shards": stats,
+    }
+    return client, bool(reasons), ("; ".join(reasons) if reasons else None)
+
+
+async def _get_json(url, api_key, timeout):
+    t = aiohttp.ClientTimeout(total=timeout)
+    async with aiohttp.ClientSession(timeout=t) as s:
+        async with s.get(url, headers=headers_for(api_key)) as r:
+            body = await r.text()
+            return r.status, body
+
+
+def get_models(base_url, api_key=None, timeout=10.0):
+    """GET /v1/models -> (list of ids, None) or (None, (class, detail))."""
+    base = base_url.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    try:
+        status, body = asyncio.run(_get_json(base + "/models", api_key, timeout))
+    except Exception as e:
+        return None, classify_exception(e)
+    if status != 200:
+        return None, (classify_http(status, body), "GET /v1/models: HTTP %d: %s" % (status, body[:200]))
+    try:
+        data = json.loads(body)
+        return [m["id"] for m in data.get("data", []) if isinstance(m, dict) and "id" in m], None
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        return None, ("malformed_response", "GET /v1/models: %s" % e)

@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Serving metrics with sglang bench_serving's definitions (so numbers compare with what users quote).
+
+Per request: TTFT = first text chunk - send; E2E = end - send; ITL = gaps between text chunks
+(chunks, not tokens, when a server streams several tokens per event); TPOT = (E2E - TTFT) /
+(output_tokens - 1) for output_tokens > 1. Per run: duration = last end - first send; output
+throughput = sum(output_tokens) / duration over successful *coherent* requests; total throughput adds
+prompt tokens; achieved concurrency = sum(E2E) / duration; peak output throughput = the largest
+1-second bucket of chunk timestamps (each chunk weighted by its share of the request's tokens).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+
+PCTS = (50, 90, 99)
+
+
+def _percentile(sorted_vals, p):
+    """Linear interpolation percentile (numpy's default) on a pre-sorted list."""
+    if not sorted_vals:
+        return None
+    k = (len(sorted_vals) - 1) * (p / 100.0)
+    f = math.floor(k)
+    c = math.ceil(k)
+    if f == c:
+        return sorted_vals[int(k)]
+    return sorted_vals[f] + (sorted_vals[c] - sorted_vals[f]) * (k - f)
+
+
+def dist(values, scale=1000.0, ndigits=3):
+    """mean/p50/p90/p99/max (and n) of ``values`` (seconds) in milliseconds; None entries when empty."""
+    vals = sorted(v * scale for v in values if v is not None)
+    out = {"n": len(vals)}
+    if not vals:
+        out.update({"mean": None, "p50": None, "p90": None, "p99": None, "max": None})
+        return out
+    out["mean"] = round(sum(vals) / len(vals), ndigits)
+    for p in PCTS:
+        out["p%d" % p] = round(_percentile(vals, p), ndigits)
+    out["max"] = round(vals[-1], ndigits)
+    return out
+
+
+def peak_bucket(records, t0, bucket=1.0):
+    """Max tokens in any 1-second bucket (aligned on ``t0``), chunk-aware."""
+    buckets = {}
+    for r in records:
+        times = r.get("chunk_times") or []
+        if not times:
+            continue
+        w = float(r.get("output_tokens") or len(times)) / len(times)
+        for t in times:
+            b = int((t - t0) // bucket)
+            buckets[b] = buckets.get(b, 0.0) + w
+    if not buckets:
+        return 0.0
+    return max(buckets.values()) / bucket
+
+
+def compute(records, concurrency=None):
+    """Aggregate per-request records into one result entry.
+
+    Records: dicts with ``ok``, ``error`` (class or None), ``start``, ``end``, ``chunk_times``,
+    ``prompt_tokens``, ``output_tokens``, ``coherent``.
+    """
+    n = len(records)
+    errors = {}
+    for r in records:
+        if not r.get("ok"):
+            cls = r.get("error") or "unknown"
+            errors[cls] = errors.get(cls, 0) + 1
+    ok = [r for r in records if r.get("ok")]
+    good = [r for r in ok if r.get("coherent", True)]
+    starts = [r["start"] for r in records if r.get("start") is not None]
+    ends = [r["end"] for r in records if r.get("end") is not None]
+    duration = (max(ends) - min(starts)) if starts and ends else 0.0
+    t0 = min(starts) if starts else 0.0
+    ttfts, e2es, tpots, itls = [], [], [], []
+    for r in good:
+        times = r.get("chunk_times") or []
+        e2e = r["end"] - r["start"]
+        e2es.append(e2e)
+        if times:
+            ttft = times[0] - r["start"]
+            ttfts.append(ttft)
+            itls.extend(b - a for a, b in zip(times, times[1:]))
+            ot = r.get("output_tokens") or 0
+            if ot > 1:
+                tpots.append((e2e - ttft) / (ot - 1))
+    out_tok = sum(r.get("output_tokens") or 0 for r in good)
+    in_tok = sum(r.get("prompt_tokens") or 0 for r in good)
+    chunks = sum(len(r.get("chunk_times") or []) for r in good)
+    res = {
+        "concurrency": concurrency,
+        "requests": n,
+        "completed": len(ok),
+        "coherent": len(good),
+        "incoherent": len(ok) - len(good),
+        "errors": errors,
+        "duration_s": round(duration, 4),
+        "input_tokens": in_tok,
+        "output_tokens": out_tok,
+        "output_throughput": round(out_tok / duration, 3) if duration > 0 else 0.0,
+        "total_throughput": round((in_tok + out_tok) / duration, 3) if duration > 0 else 0.0,
+        "request_throughput": round(len(good) / duration, 4) if duration > 0 else 0.0,
+        "peak_output_throughput": round(peak_bucket(good, t0), 3),
+        "achieved_concurrency": round(sum(r["end"] - r["start"] for r in ok) / duration, 3) if duration > 0 else 0.0,
+        "tokens_per_chunk": round(out_tok / float(chunks), 3) if chunks else None,
+        "ttft_ms": dist(ttfts),
+        "tpot_ms": dist(tpots),
+        "itl_ms": dist(itls),
+        "e2e_ms": dist(e2es),
+    }
+    return res
+
+
+# metric name -> (path, higher_is_better)
+GATE_METRICS = {
+    "output_throughput": (("output_throughput",), True),
+    "total_throughput": (("total_throughput",), True),
+    "peak_output_throughput": (("peak_output_throughput",), True),
+    "ttft_ms.p50": (("ttft_ms", "p50"), False),
+    "ttft_ms.p99": (("ttft_ms", "p99"), False),
+    "tpot_ms.p50": (("tpot_ms", "p50"), False),
+    "tpot_ms.mean": (("tpot_ms", "mean"), False),
+    "itl_ms.p50": (("itl_ms", "p50"), False),
+    "itl_ms.p99": (("itl_ms", "p99"), False),
+    "e2e_ms.p50": (("e2e_ms", "p50"), False),
+    "e2e_ms.p99": (("e2e_ms", "p99"), False),
+}
+
+
+def get_metric(result, name):
+    path = GATE_METRICS[name][0]
+    cur = result
+    for k in path:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(k)
+    return cur
+
+
+def median(vals):
+    vals = sorted(v for v in vals if v is not None)
+    if not vals:
+        return None
+    return _percentile(vals, 50)
+
+
+def aggregate_trials(trial_results):
+    """Median of each gate metric over trials plus its relative spread ((max-min)/median)."""
+    agg = {}
+    for name in GATE_METRICS:
+        vals = [get_metric(t, name) for t in trial_results]
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            continue
+        med = median(vals)
+        spread = ((max(vals) - min(vals)) / abs(med)) if (med and len(vals) > 1) else 0.0
+        agg[name] = {"median": round(med, 4), "spread": round(spread, 4), "values": [round(v, 4) for v in vals]}
+    return agg

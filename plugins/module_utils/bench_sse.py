@@ -1,0 +1,231 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Server-sent-events parsing for OpenAI-compatible streams, kept off the hot path.
+
+The client only appends ``(monotonic_time, bytes)`` for every socket read while a stream runs.
+After the request ends, :func:`parse_reads` splits the bytes into SSE events, gives each event the
+time of the read that completed it (the earliest moment the client could have seen it), decodes
+all JSON payloads of a stream in one C call and extracts text, finish reason, usage and errors.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+try:
+    import orjson as _orjson  # optional, faster
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+DONE = b"[DONE]"
+
+
+class SSEError(Exception):
+    """Malformed SSE or JSON payload (class ``malformed_sse``)."""
+
+
+def _loads(data):
+    if _orjson is not None:
+        try:
+            return _orjson.loads(data)
+        except ValueError:
+            pass  # orjson rejects NaN/Infinity literals; the stdlib accepts them
+    return json.loads(data)
+
+
+def _event_payload(ev):
+    datas = []
+    for line in ev.split(b"\n"):
+        if line.startswith(b"data:"):
+            datas.append(line[5:].strip())
+        # comments (":"), event:, id:, retry: carry no payload
+    return b"\n".join(datas) if datas else None
+
+
+def split_groups(reads):
+    """Split ``[(t, bytes), ...]`` reads into ``[(t, [payload, ...]), ...]``: the ``data:`` payloads of
+    the SSE events completed by each read, stamped with that read's time.
+
+    Handles CRLF, events split across reads, several events per read, multi-line data, comments
+    and ``event:``/``id:`` lines. Returns ``(groups, tail)``; ``tail`` is an incomplete last event.
+    """
+    groups = []
+    buf = b""
+    for t, chunk in reads:
+        buf = buf + chunk if buf else chunk
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        if b"\n\n" not in buf:
+            continue
+        parts = buf.split(b"\n\n")
+        buf = parts.pop()
+        payloads = [e[5:].strip() for e in parts if e[:5] == b"data:" and b"\n" not in e]
+        if len(payloads) != len(parts):
+            payloads = [x for x in (_event_payload(e) for e in parts if e) if x is not None]
+        if payloads:
+            groups.append((t, payloads))
+    return groups, buf.strip()
+
+
+def split_events(reads):
+    """Flat ``[(t, payload), ...]`` view of :func:`split_groups` (returns ``(events, tail)``)."""
+    groups, tail = split_groups(reads)
+    return [(t, p) for t, ps in groups for p in ps], tail
+
+
+def decode_payloads(payloads):
+    """Decode JSON payloads (``[DONE]`` excluded by the caller) in one call; SSEError on bad JSON."""
+    if not payloads:
+        return []
+    try:
+        return _loads(b"[" + b",".join(payloads) + b"]")
+    except ValueError:
+        for i, p in enumerate(payloads):
+            try:
+                _loads(p)
+            except ValueError:
+                raise SSEError("event %d is not JSON: %r" % (i, p[:80]))
+        raise SSEError("stream payloads are not valid JSON")
+
+
+_TEXT_RX = {
+    "completions": re.compile(rb'"text"\s*:\s*"((?:[^"\\]|\\.)*)"'),
+    "chat": re.compile(rb'"content"\s*:\s*"((?:[^"\\]|\\.)*)"'),
+}
+# anything that needs the full decoder: non-null usage/finish/logprobs, errors, reasoning text, tool calls
+# (a reasoning_content string, or a content-less event, fails the one-text-per-event count check)
+_SLOW_MARKERS = (b'usage":{', b'usage": {', b'finish_reason":"', b'finish_reason": "', b'error"')
+_LOGPROB_MARKERS = (b'logprobs":{', b'logprobs": {', b'logprobs":[', b'logprobs": [')
+
+
+def _fast_texts(payloads, api, logprobs=False):
+    """Texts of plain content events (one choice, nothing else of interest), or None to decode fully.
+
+    Events are JSON objects, so an unescaped double quote never occurs inside a captured string
+    body; the bodies are decoded together by one ``json.loads`` of an array of strings.
+    """
+    blob = b"\n".join(payloads)
+    for m in _SLOW_MARKERS:
+        if m in blob:
+            return None
+    if logprobs:
+        for m in _LOGPROB_MARKERS:
+            if m in blob:
+                return None
+    found = _TEXT_RX[api].findall(blob)
+    if len(found) != len(payloads) or blob.count(b"{") != blob.count(b"}"):
+        return None
+    try:
+        return json.loads(b'["' + b'","'.join(found) + b'"]')
+    except ValueError:
+        return None
+
+
+def parse_reads(reads, api="completions", logprobs=False):
+    """Parse one streamed response. Returns a dict:
+
+    ``chunk_times`` (times of events carrying text), ``text``, ``finish_reason``, ``usage`` (dict or
+    None), ``done`` (saw [DONE]), ``events``, ``empty_events`` (events with a choice but no text),
+    ``stream_error`` (error object or None), ``logprobs`` (logprob values seen, may contain NaN/inf),
+    ``tail`` (undelivered bytes). Raises SSEError on malformed SSE/JSON. Logprobs are only collected
+    with ``logprobs=True`` (the NaN probe); load requests never ask for them.
+
+    Plain content events (the bulk of a stream) take a fast path: grouped by read, their text
+    is pulled out with one regex and one string-array decode per group; any event with usage,
+    a finish reason, logprobs, an error or an unexpected shape goes through the full JSON decoder.
+    """
+    api = "chat" if api == "chat" else "completions"
+    groups, tail = split_groups(reads)
+    done = False
+    chunk_times = []
+    pieces = []
+    state = {"finish": None, "usage": None, "err": None, "empty": 0, "logprobs": [], "events": 0}
+    for t, payloads in groups:
+        if done:
+            raise SSEError("data after [DONE]")
+        if DONE in payloads:
+            i = payloads.index(DONE)
+            if i != len(payloads) - 1:
+                raise SSEError("data after [DONE]")
+            done = True
+            payloads = payloads[:i]
+            if not payloads:
+                continue
+        state["events"] += len(payloads)
+        texts = _fast_texts(payloads, api, logprobs)
+        if texts is not None:
+            nonempty = [x for x in texts if x]
+            if nonempty:
+                chunk_times.extend([t] * len(nonempty))
+                pieces.extend(nonempty)
+            state["empty"] += len(texts) - len(nonempty)
+            continue
+        for o in decode_payloads(payloads):
+            _slow_event(o, t, api, state, chunk_times, pieces)
+    return {
+        "chunk_times": chunk_times,
+        "text": "".join(pieces),
+        "finish_reason": state["finish"],
+        "usage": state["usage"],
+        "done": done,
+        "events": state["events"],
+        "empty_events": state["empty"],
+        "stream_error": state["err"],
+        "logprobs": state["logprobs"],
+        "tail": tail,
+    }
+
+
+def _slow_event(o, t, api, state, chunk_times, pieces):
+    if not isinstance(o, dict):
+        raise SSEError("event payload is not a JSON object: %r" % (o,))
+    if o.get("error") is not None:
+        state["err"] = o.get("error")
+        return
+    u = o.get("usage")
+    if u:
+        state["usage"] = u
+    choices = o.get("choices")
+    if choices is None:
+        if u:
+            return
+        raise SSEError("event without choices, usage or error: %r" % (str(o)[:80],))
+    for c in choices:
+        if not isinstance(c, dict):
+            raise SSEError("choice is not an object")
+        if api == "chat":
+            d = c.get("delta") or {}
+            piece = d.get("content") or d.get("reasoning_content") or ""
+        else:
+            piece = c.get("text") or ""
+        if not isinstance(piece, str):
+            raise SSEError("choice text is not a string")
+        if piece:
+            chunk_times.append(t)
+            pieces.append(piece)
+        else:
+            state["empty"] += 1
+        if c.get("finish_reason"):
+            state["finish"] = c.get("finish_reason")
+        lp = c.get("logprobs")
+        if lp:
+            state["logprobs"].extend(_logprob_values(lp))
+
+
+def _logprob_values(lp):
+    """Logprob numbers from a completions (``token_logprobs``) or chat (``content[].logprob``) block."""
+    vals = []
+    if isinstance(lp, dict):
+        tl = lp.get("token_logprobs")
+        if isinstance(tl, list):
+            vals.extend(v for v in tl if isinstance(v, (int, float)))
+        content = lp.get("content")
+        if isinstance(content, list):
+            for item in content:
+                if isinstance(item, dict) and isinstance(item.get("logprob"), (int, float)):
+                    vals.append(item["logprob"])
+    return vals

@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Coherence checks for generated text: known-answer probe verdicts and garbage detectors.
+
+Detectors (each returns a flag name when it fires):
+
+- ``empty``: no visible text (NaN logits argmax to token 0 / EOS on most engines).
+- ``replacement_chars``: U+FFFD in the text (invalid UTF-8 from byte-level tokens: random weights).
+- ``control_chars``: C0/C1 control characters other than tab/newline/carriage return.
+- ``script_soup``: letters from three or more writing systems, each a real share of the text.
+- ``repetition``: a loop: one word n-gram (or character unit) covering most of a long output.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+import re
+import unicodedata
+from collections import Counter
+
+DETECTORS = ("empty", "replacement_chars", "control_chars", "script_soup", "repetition")
+PROBE_CLASSES = ("ok", "empty", "nan", "incoherent")
+THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.S)
+_WORD_RE = re.compile(r"\w+", re.U)
+_CONTROL_RE = re.compile(u"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CHAR_LOOP_RE = re.compile(r"(.{1,40}?)\1{5,}", re.S)
+
+
+def strip_reasoning(text):
+    """Drop a ``<think>...</think>`` block (reasoning models) before judging the answer."""
+    if "<think>" in text or "</think>" in text:
+        if "</think>" in text and "<think>" not in text:
+            return text.split("</think>", 1)[1]
+        return THINK_RE.sub("", text)
+    return text
+
+
+def _script(ch):
+    try:
+        name = unicodedata.name(ch)
+    except ValueError:
+        return "UNKNOWN"
+    first = name.split(" ", 1)[0]
+    if first == "CJK":
+        return "HAN"
+    return first
+
+
+def script_shares(text):
+    """Share of each writing system among the letters of ``text`` (ASCII fast path)."""
+    if text.isascii():
+        return {"LATIN": 1.0} if any(c.isalpha() for c in text) else {}
+    letters = [c for c in text if c.isalpha()]
+    if not letters:
+        return {}
+    cnt = Counter()
+    ascii_letters = 0
+    for c in letters:
+        if c < u"\x80":
+            ascii_letters += 1
+        else:
+            cnt[_script(c)] += 1
+    if ascii_letters:
+        cnt["LATIN"] += ascii_letters
+    n = float(len(letters))
+    return dict((k, v / n) for k, v in cnt.items())
+
+
+def repetition_flag(text, min_words=16, coverage=0.6, tail_words=64):
+    """True when the output ends in a loop: within its last ``tail_words`` words (at least
+    ``min_words``), a period of at most 16 words repeats over ``coverage`` of them; for text without
+    words (CJK, symbols), a short character unit repeating 6+ times over half of a 40+ char text."""
+    words = _WORD_RE.findall(text[-tail_words * 12:].lower())[-tail_words:]
+    n = len(words)
+    if n >= min_words:
+        # a loop of period p covering `coverage` of the words leaves at most (1-coverage)*n + p distinct words
+        max_period = min(16, n // 4)
+        if len(set(words)) > (1 - coverage) * n + max_period:
+            return False
+        need = coverage * n - max_period
+        for p in range(1, max_period + 1):
+            same = sum(1 for a, b in zip(words, words[p:]) if a == b)
+            if same >= need and same >= 3 * p:
+                return True
+        return False
+    if len(text) >= 40:
+        covered = sum(len(m.group(0)) for m in _CHAR_LOOP_RE.finditer(text))
+        if covered >= 0.5 * len(text):
+            return True
+    return False
+
+
+def detect(text, checks=DETECTORS):
+    """Return the list of detector flags that fire for ``text`` (empty list: looks coherent)."""
+    flags = []
+    visible = text.strip()
+    if "empty" in checks and not visible:
+        return ["empty"]
+    if "replacement_chars" in checks and u"\ufffd" in text:
+        flags.append("replacement_chars")
+    if "control_chars" in checks and _CONTROL_RE.search(text):
+        flags.append("control_chars")
+    if "script_soup" in checks:
+        shares = script_shares(text)
+        if len([s for s in shares.values() if s >= 0.1]) >= 3:
+            flags.append("script_soup")
+    if "repetition" in checks and repetition_flag(text):
+        flags.append("repetition")
+    return flags
+
+
+def expect_found(text, expect, window_words=12):
+    """``expect`` appears, case-insensitive and as a whole word, within the first ``window_words`` words."""
+    words = _WORD_RE.findall(text)
+    head = " ".join(words[:window_words])
+    pat = r"(?<!\w)" + re.escape(expect) + r"(?!\w)"
+    return re.search(pat, head, re.I | re.U) is not None
+
+
+def has_nan(values):
+    for v in values:
+        if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+            return True
+    return False
+
+
+def probe_verdict(probe, text, logprobs=None, checks=DETECTORS):
+    """Verdict for one known-answer probe.
+
+    Returns ``{"name", "expect", "answer", "passed", "class", "flags"}`` where class is one of
+    ``ok``, ``empty``, ``nan``, ``incoherent``.
+    """
+    answer = strip_reasoning(text or "")
+    flags = detect(answer, checks)
+    if logprobs and has_nan(logprobs):
+        cls = "nan"
+    elif "empty" in flags:
+        cls = "empty"
+    elif expect_found(answer, probe["expect"]):
+        cls = "ok"
+    else:
+        cls = "incoherent"
+    return {
+        "name": probe.get("name") or probe.get("prompt") or probe.get("question"),
+        "expect": probe["expect"],
+        "answer": answer[:200],
+        "passed": cls == "ok",
+        "class": cls,
+        "flags": flags,
+    }
+
+
+def summarize(verdicts, min_pass=1.0):
+    """Overall gate from probe verdicts (and probe request errors, given as verdicts with class=error class).
+
+    The failure class is the most specific one seen: a transport error class, then ``nan``, then
+    ``empty`` (all failing probes empty), else ``incoherent``.
+    """
+    total = len(verdicts)
+    passed = len([v for v in verdicts if v.get("passed")])
+    rate = (passed / float(total)) if total else 1.0
+    ok = rate >= min_pass
+    cls = "ok"
+    if not ok:
+        failing = [v["class"] for v in verdicts if not v.get("passed")]
+        errors = [c for c in failing if c not in PROBE_CLASSES]
+        if errors:
+            cls = Counter(errors).most_common(1)[0][0]
+        elif "nan" in failing:
+            cls = "nan"
+        elif all(c == "empty" for c in failing):
+            cls = "empty"
+        else:
+            cls = "incoherent"
+    return {"passed": ok, "class": cls, "probes_passed": passed, "probes_total": total, "pass_rate": round(rate, 4)}

@@ -1,0 +1,200 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Loopback fake OpenAI-compatible streaming server (aiohttp.web) for fault and timing tests.
+
+Binds 127.0.0.1 only. Run as a subprocess: ``python fakeserver.py --behavior ok --port 0`` prints
+``PORT <n>`` on stdout once listening. Behaviors:
+
+ok            known answers for the default probes, varied words otherwise (usage included)
+http_5xx      every completion request -> HTTP 500
+disconnect    streams a few events then closes the connection (no [DONE])
+stall         streams a few events then stops sending (connection kept open)
+malformed     sends a non-JSON data payload
+no_usage      ok but never sends usage
+die_after     serves --die-after requests successfully, then the whole process exits
+reject_ignore_eos  ok, but HTTP 422 for any request carrying ignore_eos (like transformers serve)
+empty         NaN-model behaviour: empty text, finish_reason stop
+garbage       random-weights behaviour: U+FFFD and control characters
+nan_logprobs  ok text, but HTTP 400 "Out of range float values" when logprobs are requested
+repeat        a repetition loop
+
+Timing: --ttft and --itl (seconds) pace events; with both 0 the whole body is written at once
+(zero-latency capacity mode). --stamp puts the server's own time.monotonic() send time of each event
+into its text as ``<t>|`` (for timing-accuracy measurements; same clock as the client).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+
+from aiohttp import web
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "plugins", "module_utils"))
+from probes import DEFAULT_PROBES  # noqa: E402  pylint: disable=wrong-import-position
+
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu river stone cloud amber north "
+         "garden window copper silver market bridge planet signal orange violet winter summer").split()
+
+
+def answer_for(prompt):
+    for p in DEFAULT_PROBES:
+        if p["prompt"] in prompt or p["question"] in prompt:
+            return p["expect"] + "."
+    return None
+
+
+class Fake(object):
+    def __init__(self, args):
+        self.a = args
+        self.served = 0
+        self.cache = {}
+
+    def pieces(self, prompt, n):
+        b = self.a.behavior
+        if b == "empty":
+            return [""] * n
+        if b == "garbage":
+            rnd = random.Random(hash(prompt) & 0xFFFF)
+            return ["".join(rnd.choice(u"ab\ufffd\x07\x1bçд\u4e2d") for _ in range(3)) for _ in range(n)]
+        if b == "repeat":
+            return [" the"] * n
+        ans = answer_for(prompt)
+        if ans is not None and not self.a.stamp:
+            return [" " + ans][:n]
+        rnd = random.Random(len(prompt))
+        return [" " + rnd.choice(WORDS) for _ in range(n)]
+
+    def event(self, api, model, piece, finish=None, usage=None):
+        if api == "chat":
+            choice = {"index": 0, "delta": {"content": piece}, "finish_reason": finish}
+            obj = {"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
+        else:
+            choice = {"index": 0, "text": piece, "finish_reason": finish, "logprobs": None}
+            obj = {"id": "x", "object": "text_completion", "model": model, "choices": [choice]}
+        if usage is not None:
+            obj = {"id": "x", "object": obj["object"], "model": model, "choices": [], "usage": usage}
+        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+    async def models(self, request):
+        return web.json_response({"object": "list", "data": [{"id": self.a.model, "object": "model"}]})
+
+    async def health(self, request):
+        return web.Response(text="ok")
+
+    async def completions(self, request):
+        return await self.handle(request, "completions")
+
+    async def chat(self, request):
+        return await self.handle(request, "chat")
+
+    async def handle(self, request, api):
+        a = self.a
+        body = await request.json()
+        if a.behavior == "die_after" and self.served >= a.die_after:
+            os._exit(3)
+        self.served += 1
+        if body.get("model") != a.model:
+            return web.json_response({"error": {"message": "The model `%s` does not exist." % body.get("model")}},
+                                     status=404)
+        if a.behavior == "http_5xx":
+            return web.json_response({"error": {"message": "internal error"}}, status=500)
+        if a.behavior == "reject_ignore_eos" and "ignore_eos" in body:
+            return web.json_response({"detail": [{"loc": ["body", "ignore_eos"], "msg": "Extra inputs are not permitted"}]},
+                                     status=422)
+        if a.behavior == "nan_logprobs" and body.get("logprobs"):
+            return web.json_response({"error": {"message": "Out of range float values are not JSON compliant"}},
+                                     status=400)
+        prompt = body.get("prompt") if api == "completions" else body["messages"][-1]["content"]
+        n = int(body.get("max_tokens") or 16)
+        pieces = self.pieces(prompt, n)
+        usage = None
+        if a.behavior != "no_usage" and (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(pieces),
+                     "total_tokens": len(prompt.split()) + len(pieces)}
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        model = a.model
+        if a.ttft == 0 and a.itl == 0 and a.behavior in ("ok", "no_usage", "reject_ignore_eos") and not a.stamp:
+            key = (api, prompt if n < 64 else len(prompt), n, usage is None)
+            data = self.cache.get(key)
+            if data is None:
+                evs = [self.event(api, model, p) for p in pieces]
+                evs.append(self.event(api, model, "", finish="length" if len(pieces) == n else "stop"))
+                if usage is not None:
+                    evs.append(self.event(api, model, "", usage=usage))
+                evs.append(b"data: [DONE]\n\n")
+                data = b"".join(evs)
+                if len(self.cache) < 4096:
+                    self.cache[key] = data
+            await resp.write(data)
+            return resp
+        if a.ttft:
+            await asyncio.sleep(a.ttft)
+        for i, p in enumerate(pieces):
+            if i and a.itl:
+                await asyncio.sleep(a.itl)
+            if a.behavior in ("disconnect", "stall") and i == 3:
+                if a.behavior == "disconnect":
+                    request.transport.close()
+                    return resp
+                await asyncio.sleep(3600)
+            if a.behavior == "malformed" and i == 2:
+                await resp.write(b"data: {not json\n\n")
+                continue
+            if a.stamp:
+                p = "%.6f|" % time.monotonic()
+            await resp.write(self.event(api, model, p))
+        await resp.write(self.event(api, model, "", finish="length" if len(pieces) == n else "stop"))
+        if usage is not None:
+            await resp.write(self.event(api, model, "", usage=usage))
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--behavior", default="ok")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--model", default="fake-model")
+    ap.add_argument("--ttft", type=float, default=0.0)
+    ap.add_argument("--itl", type=float, default=0.0)
+    ap.add_argument("--die-after", type=int, default=5)
+    ap.add_argument("--stamp", action="store_true")
+    a = ap.parse_args(argv)
+    fake = Fake(a)
+    app = web.Application(client_max_size=16 << 20)
+    app.router.add_get("/v1/models", fake.models)
+    app.router.add_get("/health", fake.health)
+    app.router.add_post("/v1/completions", fake.completions)
+    app.router.add_post("/v1/chat/completions", fake.chat)
+
+    async def start():
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", a.port, backlog=4096)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # pylint: disable=protected-access
+        sys.stdout.write("PORT %d\n" % port)
+        sys.stdout.flush()
+        while True:
+            await asyncio.sleep(3600)
+
+    try:
+        asyncio.run(start())
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
