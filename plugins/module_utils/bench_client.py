@@ -334,7 +334,10 @@ def client_verdict(stats, cpu_threshold=0.9, lag_threshold_ms=2.0):
         if s.get("cpu_util", 0) >= cpu_threshold:
             reasons.append("shard %d CPU %.0f%% >= %.0f%%" % (i, 100 * s["cpu_util"], 100 * cpu_threshold))
         if s.get("lag_p99_ms") is not None and s["lag_p99_ms"] > lag_threshold_ms:
-            reasons.append("shard %d event-loop lag p99 %.2f ms > %.2f ms" % (i, s["lag_p99_ms"], lag_threshold_ms))
+            why = ("host CPU contention: the client was not scheduled in time"
+                   if s.get("cpu_util", 0) < 0.5 else "the client's own work delayed its event loop")
+            reasons.append("shard %d event-loop lag p99 %.2f ms > %.2f ms at %.0f%% CPU (%s)" % (
+                i, s["lag_p99_ms"], lag_threshold_ms, 100 * s.get("cpu_util", 0), why))
     client = {
         "processes": len(stats),
         "cpu_s": round(sum(s.get("cpu_s", 0) for s in stats), 4),

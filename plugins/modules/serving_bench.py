@@ -312,6 +312,10 @@ ignore_eos_accepted:
   description: Whether the server accepted C(ignore_eos) (null when not asked).
   returned: when load ran
   type: bool
+ignore_eos_rejection:
+  description: The server's answer when it rejected C(ignore_eos) (the run continued without it).
+  returned: when the server rejected ignore_eos
+  type: str
 run_id:
   description: Run identifier.
   returned: always
@@ -807,6 +811,7 @@ def main():
         if p["ignore_eos"]:
             accepted, why = preflight_ignore_eos(p, model, api, prompts[0])
             if not accepted:
+                out["ignore_eos_rejection"] = why
                 module.warn("server rejected ignore_eos (%s); measuring without it, outputs may stop early" % why)
         out["ignore_eos_accepted"] = accepted
         use_eos = bool(p["ignore_eos"] and accepted)

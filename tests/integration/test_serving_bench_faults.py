@@ -1,0 +1,200 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""serving_bench against loopback fake servers: every fault of issue 6 is classified and counted, the
+task fails with the class and no traceback, and partial results are on disk; plus ignore_eos fallback,
+missing usage, garbage detection, the regression gate and probes_only speed."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from benchutil import fake_server, free_port, run_module  # pylint: disable=import-error
+
+SMALL = dict(input_len=8, output_len=32, concurrency=4, num_prompts=16, warmup=1, plots=False)
+
+
+def _run_file(report_dir):
+    runs = os.listdir(os.path.join(report_dir, "runs"))
+    runs = [r for r in runs if r.endswith(".json")]
+    assert len(runs) == 1, runs
+    with open(os.path.join(report_dir, "runs", runs[0])) as f:
+        return json.load(f)
+
+
+def assert_failed(res, cls, report_dir=None):
+    assert res.get("failed") is True, res.get("msg")
+    assert res["failure_class"] == cls, (res["failure_class"], res.get("msg"))
+    assert "[%s]" % cls in res["msg"]
+    assert "Traceback" not in res["msg"] and "Traceback" not in json.dumps(res)
+    if report_dir:
+        doc = _run_file(report_dir)
+        assert doc["failure_class"] == cls
+        assert any(f.startswith(cls + ":") for f in doc["failures"])
+        with open(os.path.join(report_dir, "progress.log")) as f:
+            assert "FAILED %s" % cls in f.read()
+
+
+def test_ok_server_passes_and_writes_reports(tmp_path):
+    rep = str(tmp_path / "rep")
+    with fake_server("ok") as (url, _):
+        res, _ = run_module(tmp_path, base_url=url, report_dir=rep, **SMALL)
+    assert not res.get("failed"), res.get("msg")
+    assert res["coherence"]["passed"] and res["coherence"]["probes_passed"] == 8
+    r = res["results"][0]
+    assert r["completed"] == 16 and r["coherent"] == 16 and r["errors"] == {}
+    assert r["output_tokens"] == 16 * 32  # server usage, ignore_eos accepted
+    assert res["ignore_eos_accepted"] is True
+    assert r["token_accounting"]["missing_usage"] == 0
+    assert res["table"][0].startswith("| Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms")
+    doc = _run_file(rep)
+    assert doc["levels"]["4"]["completed"] == 16
+    for suffix in (".md", ".junit.xml"):
+        assert os.path.isfile(os.path.join(rep, res["run_id"] + suffix))
+
+
+def test_connection_refused(tmp_path):
+    rep = str(tmp_path / "rep")
+    res, _ = run_module(tmp_path, base_url="http://127.0.0.1:%d" % free_port(), report_dir=rep, **SMALL)
+    assert_failed(res, "connection_refused", rep)
+
+
+def test_http_5xx(tmp_path):
+    rep = str(tmp_path / "rep")
+    with fake_server("http_5xx") as (url, _):
+        res, _ = run_module(tmp_path, base_url=url, report_dir=rep, **SMALL)
+    assert_failed(res, "http_5xx", rep)
+    assert all(v["class"] == "http_5xx" for v in res["coherence"]["probes"])
+
+
+def test_http_5xx_counted_in_load(tmp_path):
+    with fake_server("http_5xx") as (url, _):
+        res, _ = run_module(tmp_path, base_url=url, run_probes=False, ignore_eos=False, **dict(SMALL, warmup=0))
+    assert_failed(res, "http_5xx")
+    assert res["results"][0]["errors"] == {"http_5xx": 16}
+
+
+@pytest.mark.parametrize("behavior,cls", [("disconnect", "disconnected"), ("malformed", "malformed_sse"),
+                                          ("stall", "stalled")])
+def test_mid_stream_faults(tmp_path, behavior, cls):
+    rep = str(tmp_path / "rep")
+    with fake_server(behavior) as (url, _):
+        # probes answer in one event, so they pass; the 32-token load streams hit the fault
+        res, dt = run_module(tmp_path, base_url=url, report_dir=rep, stall_timeout=1.0, ignore_eos=False,
+                             **dict(SMALL, warmup=0))
+    assert_failed(res, cls, rep)
+    assert res["results"][0]["errors"] == {cls: 16}
+    assert _run_file(rep)["levels"]["4"]["errors"] == {cls: 16}  # partial results saved
+    if behavior == "stall":
+        assert dt < 30
+
+
+def test_missing_usage_fails_by_default_and_falls_back_when_allowed(tmp_path):
+    with fake_server("no_usage") as (url, _):
+        res, _ = run_module(tmp_path, base_url=url, **SMALL)
+        assert_failed(res, "missing_usage")
+        res2, _ = run_module(tmp_path, base_url=url, require_usage=False, **SMALL)
+    assert not res2.get("failed"), res2.get("msg")
+    acc = res2["results"][0]["token_accounting"]
+    assert acc["missing_usage"] == 16 and acc["fallback"] == "chunk count"
+    assert res2["results"][0]["output_tokens"] == 16 * 32  # one token per event: chunk count is exact here
+
+
+def test_server_dies_mid_run(tmp_path):
+    rep = str(tmp_path / "rep")
+    # probes (8 + NaN probe) + preflight + 1 warmup = 11 requests, then 5 load requests, then exit
+    with fake_server("die_after", "--die-after", "16", "--itl", "0.005") as (url, _):
+        res, _ = run_module(tmp_path, base_url=url, report_dir=rep, **dict(SMALL, num_prompts=64))
+    assert res["failed"] and res["failure_class"] in ("connection_refused", "disconnected"), res["msg"]
+    errs = res["results"][0]["errors"]
+    assert set(errs) <= {"connection_refused", "disconnected"} and sum(errs.values()) >= 40, errs
+    assert res["results"][0]["completed"] >= 1
+    assert_failed(res, res["failure_class"], rep)
+
+
+def test_wrong_model_name(tmp_path):
+    with fake_server("ok") as (url, _):
+        res, _ = run_module(tmp_path, base_url=url, model="no-such-model", **SMALL)
+    assert_failed(res, "model_not_found")
+    assert "fake-model" in res["msg"]  # lists what is served
+
+
+def test_ignore_eos_rejected_is_retried_without(tmp_path):
+    with fake_server("reject_ignore_eos") as (url, _):
+        res, _ = run_module(tmp_path, base_url=url, **SMALL)
+    assert not res.get("failed"), res.get("msg")
+    assert res["ignore_eos_accepted"] is False
+    assert res["results"][0]["ignore_eos"] is False
+    assert "422" in res["ignore_eos_rejection"] and "ignore_eos" in res["ignore_eos_rejection"]
+
+
+@pytest.mark.parametrize("behavior,cls", [("empty", "empty"), ("garbage", "incoherent"), ("repeat", "incoherent"),
+                                          ("nan_logprobs", "nan")])
+def test_broken_models_fail_the_probe_gate(tmp_path, behavior, cls):
+    with fake_server(behavior) as (url, _):
+        res, dt = run_module(tmp_path, base_url=url, probes_only=True)
+    assert_failed(res, cls)
+    assert dt < 5
+
+
+def test_garbage_load_output_not_counted(tmp_path):
+    with fake_server("garbage") as (url, _):
+        res, _ = run_module(tmp_path, base_url=url, run_probes=False, **SMALL)
+    assert_failed(res, "incoherent")
+    r = res["results"][0]
+    assert r["completed"] == 16 and r["coherent"] == 0 and r["output_throughput"] == 0.0
+    assert r["incoherent_flags"].get("replacement_chars") == 16
+
+
+def test_probes_only_is_fast_and_precise(tmp_path):
+    with fake_server("ok") as (url, _):
+        res, dt = run_module(tmp_path, base_url=url, probes_only=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["coherence"]["probes_passed"] == 8 and "results" not in res
+    assert dt < 2.0, dt
+    assert res["coherence"]["nan_probe"]["supported"] is False  # fake server ignores logprobs: reported, not hidden
+
+
+def test_chat_api(tmp_path):
+    with fake_server("ok") as (url, _):
+        res, _ = run_module(tmp_path, base_url=url, api="chat", **SMALL)
+    assert not res.get("failed"), res.get("msg")
+    assert res["coherence"]["api"] == "chat" and res["results"][0]["coherent"] == 16
+
+
+def test_regression_caught_and_unchanged_rerun_passes(tmp_path):
+    rep = str(tmp_path / "rep")
+    base = str(tmp_path / "baselines")
+    args = dict(SMALL, report_dir=rep, baseline_dir=base, trials=2, fingerprint={"host": "fake"},
+                gate_metrics=["output_throughput", "tpot_ms.p50"], tolerance=0.15)
+    with fake_server("ok", "--itl", "0.01") as (url, _):
+        first, _ = run_module(tmp_path, base_url=url, **args)
+        again, _ = run_module(tmp_path, base_url=url, **args)
+    with fake_server("ok", "--itl", "0.02") as (url, _):
+        slow, _ = run_module(tmp_path, base_url=url, **args)
+    assert not first.get("failed"), first.get("msg")
+    assert first["results"][0]["regression"]["status"] == "recorded"
+    assert not again.get("failed"), again.get("msg")
+    assert again["results"][0]["regression"]["status"] == "compared"
+    assert_failed(slow, "regression")
+    # TPOT is gated too unless the level was client-bound (then only throughput is: see docs/bench.md)
+    assert "output_throughput baseline" in slow["msg"] and "threshold" in slow["msg"]
+    if not slow["results"][0]["client_bound"]:
+        assert "tpot_ms.p50 baseline" in slow["msg"]
+    # the baseline was not replaced by the failing run
+    key = first["results"][0]["regression"]["key"]
+    with open(os.path.join(base, key + ".json")) as f:
+        doc = json.load(f)
+    assert doc["levels"]["4"]["run_id"] == first["run_id"]
+    with fake_server("ok", "--itl", "0.02") as (url, _):
+        upd, _ = run_module(tmp_path, base_url=url, update_baseline=True, **args)
+    assert not upd.get("failed") and upd["results"][0]["regression"]["status"] == "replaced"
+    assert len(os.listdir(os.path.join(base, "archive"))) == 1
+    with open(os.path.join(base, "history.jsonl")) as f:
+        events = [json.loads(x)["event"] for x in f]
+    assert events == ["recorded", "replaced"]
