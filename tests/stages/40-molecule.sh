@@ -24,14 +24,38 @@ echo "prepare: $(( $(date +%s) - start ))s"
 
 mapfile -t scenarios < <(for f in molecule/*/molecule.yml; do basename "$(dirname "$f")"; done)
 [ ${#scenarios[@]} -gt 0 ] || { echo "no molecule scenarios found"; exit 1; }
-# Host names of every scenario (to destroy exactly those, never the sandbox's host).
-mapfile -t hosts < <(python3 - "${scenarios[@]}" <<'PY'
-import sys, yaml
+# Check each molecule.yml against the pitfalls of molecule/README.md (a bad one fails as its own
+# scenario) and collect every scenario's host names (to destroy exactly those at the end, never
+# the sandbox's host).
+check=$(python3 - "${scenarios[@]}" <<'PY'
+import re, sys, yaml
 for s in sys.argv[1:]:
-    for p in (yaml.safe_load(open(f"molecule/{s}/molecule.yml")) or {}).get("platforms", []):
-        print(p["name"])
+    bad, names = [], []
+    try:
+        cfg = yaml.safe_load(open(f"molecule/{s}/molecule.yml")) or {}
+    except yaml.YAMLError as exc:
+        cfg, bad = {}, [f"not valid YAML: {exc}".replace("\n", " ")]
+    for key in ("playbooks", "env", "config_options", "ansible_args"):
+        if key in (cfg.get("provisioner") or {}):
+            bad.append(f"provisioner.{key} replaces the shared config's whole ansible.{key} (create/destroy "
+                       f"are lost): use ansible.{key} (see molecule/README.md)")
+    platforms = cfg.get("platforms") or []
+    if not platforms:
+        bad.append("no platforms: name the scenario's test host (see molecule/README.md)")
+    for p in platforms:
+        name = str(p.get("name", ""))
+        if re.fullmatch(r"[a-z][a-z0-9-]{0,11}", name):
+            names.append(name)
+        else:
+            bad.append(f"platform name {name!r} is invalid: allowed values match [a-z][a-z0-9-]{{0,11}}")
+    print(s, "BAD" if bad else "OK", "; ".join(bad) if bad else " ".join(names), sep="\t")
 PY
 )
+declare -A invalid=()
+hosts=()
+while IFS=$'\t' read -r s status rest; do
+  if [ "$status" = OK ]; then read -r -a h <<<"$rest"; hosts+=("${h[@]}"); else invalid[$s]=$rest; fi
+done <<<"$check"
 dups=$(printf '%s\n' "${hosts[@]}" | sort | uniq -d)
 [ -z "$dups" ] || { echo "host names used by more than one scenario: $dups"; exit 1; }
 cleanup() { [ ${#hosts[@]} -eq 0 ] || python3 tests/hosts/testhost.py destroy "${hosts[@]}" >/dev/null 2>&1 || true; }
@@ -44,7 +68,10 @@ summary=()
 for s in "${scenarios[@]}"; do
   echo "--- molecule test -s $s (log: $logs/$s.log)"
   start=$(date +%s)
-  if molecule test -s "$s" >"$logs/$s.log" 2>&1; then
+  if [ -n "${invalid[$s]:-}" ]; then
+    result=FAILED; failed+=("$s")
+    echo "molecule/$s/molecule.yml: ${invalid[$s]}" | tee "$logs/$s.log"
+  elif molecule test -s "$s" >"$logs/$s.log" 2>&1; then
     result=ok
   else
     result=FAILED; failed+=("$s")
