@@ -81,7 +81,7 @@ def flock(path: str):
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield fd
     finally:
         os.close(fd)
 
@@ -274,7 +274,7 @@ def cmd_prepare(_args) -> dict:
     require_root()
     require_tools("debootstrap", "systemd-nspawn", "ssh-keygen")
     os.makedirs(CACHE_DIR, mode=0o700, exist_ok=True)
-    with flock(os.path.join(CACHE_DIR, "prepare.lock")):
+    with flock(os.path.join(CACHE_DIR, "prepare.lock")) as lock_fd:
         pubkey = ensure_keypair()
         rid = recipe_id(pubkey)
         final = rootfs_path(rid)
@@ -298,7 +298,10 @@ def cmd_prepare(_args) -> dict:
             cmd.append(mirror)
         log(f"debootstrap {SUITE} into {tmp} (a few minutes on a cold cache)")
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+        # debootstrap inherits the lock: if this process is killed -9, the next prepare waits for the
+        # orphaned debootstrap to finish before it removes its half-built tree.
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
+                              pass_fds=(lock_fd,))
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.splitlines()[-20:])
             with contextlib.suppress(HostError, OSError):
