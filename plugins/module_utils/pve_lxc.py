@@ -14,7 +14,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
+import os
 import re
+import stat
 
 MAX_DEV_INDEX = 256
 NVIDIA_MAJOR = 195
@@ -88,6 +91,30 @@ def render_dev_value(path, gid=None, uid=None, mode=None):
     if uid is not None:
         out.append("uid=%d" % int(uid))
     return ",".join(out)
+
+
+def discover_nodes(dev_root="/dev"):
+    """Stat the host's /dev/nvidia* and /dev/nvidia-caps/* entries.
+
+    Returns dicts with ``path`` (as seen under /dev), ``type`` ('c', 'b', 'd' or 'f'), ``major``, ``minor``.
+    """
+    nodes = []
+    candidates = glob.glob(os.path.join(dev_root, "nvidia*")) + glob.glob(os.path.join(dev_root, "nvidia-caps", "*"))
+    for path in sorted(set(candidates)):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISCHR(st.st_mode):
+            kind = "c"
+        elif stat.S_ISBLK(st.st_mode):
+            kind = "b"
+        else:
+            kind = "d" if stat.S_ISDIR(st.st_mode) else "f"
+        dev = kind in ("c", "b")
+        nodes.append({"path": "/dev/" + os.path.relpath(path, dev_root), "type": kind,
+                      "major": os.major(st.st_rdev) if dev else 0, "minor": os.minor(st.st_rdev) if dev else 0})
+    return nodes
 
 
 def _node_sort_key(path):

@@ -189,3 +189,72 @@ def p2p_report(mode, iommu_mode, devices, virtualization="none"):
         warnings.append("this host itself runs under %s virtualization: GPU P2P depends on the hypervisor's topology." % virtualization)
     return {"mode": mode, "iommu_mode": iommu_mode, "virtualization": virtualization or "none",
             "bridges": bridges, "redirecting_bridges": len(redirecting), "gpus": gpus, "warnings": warnings}
+
+
+def _norm_list(var, values, problems):
+    out = []
+    if values is None:
+        return out
+    if not isinstance(values, (list, tuple)):
+        problems.append("%s must be a list of PCI addresses like 0000:01:00.0, got %r" % (var, values))
+        return out
+    for v in values:
+        try:
+            out.append(normalize_bdf(v))
+        except PciError as e:
+            problems.append("%s: %s" % (var, e))
+    return out
+
+
+def preflight_problems(mode, vfio_gpus, lxc_gpus, pci_addresses, iommu, nvidia_gpus=(), acs_disable=False,
+                       ctid=None, guests=None, vars_prefix="proxmox_host"):
+    """Check a host-mode request against the host, before anything changes.
+
+    Returns (problems, normalized) where problems is a list of sentences, each naming the variable and
+    the allowed values, and normalized is dict(vfio_gpus=[...], lxc_gpus=[...]) in canonical form.
+    ``pci_addresses``: addresses present on the host; ``nvidia_gpus``: addresses of NVIDIA display
+    controllers; ``iommu``: iommu_evidence(); ``guests``: {'qemu': [ids], 'lxc': [ids]}.
+    """
+    problems = []
+    vvar, lvar, mvar = vars_prefix + "_vfio_gpus", vars_prefix + "_lxc_gpus", vars_prefix + "_mode"
+    if mode not in HOST_MODES:
+        problems.append("%s: %r is not a valid mode (allowed: %s)" % (mvar, mode, ", ".join(HOST_MODES)))
+    vfio = _norm_list(vvar, vfio_gpus, problems)
+    lxc = _norm_list(lvar, lxc_gpus, problems)
+    present = set(pci_addresses or ())
+    gpu_hint = ", ".join(sorted(nvidia_gpus)) or "none found"
+    for var, lst in ((vvar, vfio), (lvar, lxc)):
+        for a in lst:
+            if a not in present:
+                problems.append("%s: %s is not a PCI address on this host (allowed: NVIDIA GPUs present: %s)" % (var, a, gpu_hint))
+        dups = sorted(set(a for a in lst if lst.count(a) > 1))
+        if dups:
+            problems.append("%s lists %s more than once" % (var, ", ".join(dups)))
+    for a in sorted(set(vfio) & set(lxc)):
+        problems.append("%s is claimed by two modes: %s (vfio, passed to a VM) and %s (lxc, kept on the host driver for "
+                        "a container); each GPU must be in exactly one list" % (a, vvar, lvar))
+    if mode == "vfio":
+        if not vfio:
+            problems.append("%s must list at least one PCI address when %s is vfio (allowed: the NVIDIA GPUs present: %s)"
+                            % (vvar, mvar, gpu_hint))
+        if not iommu.get("capable"):
+            problems.append("%s: vfio needs an IOMMU but this host has none: %s (allowed modes on this host: baremetal, lxc, none)"
+                            % (mvar, iommu.get("reason")))
+        if acs_disable:
+            problems.append("%s_acs_disable: true is not allowed with %s: vfio (IOMMU groups rely on ACS isolation; allowed: false)"
+                            % (vars_prefix, mvar))
+    elif vfio and mode in HOST_MODES:
+        problems.append("%s is only used with %s: vfio (got %s); set it to [] or switch the mode" % (vvar, mvar, mode))
+    if ctid is not None:
+        guests = guests or {}
+        try:
+            cid = int(str(ctid).strip())
+            if not 100 <= cid <= 999999999:
+                raise ValueError
+        except (TypeError, ValueError):
+            cid = None
+            problems.append("proxmox_lxc_gpu_ctid: %r is not a valid container id (allowed: 100..999999999)" % (ctid,))
+        if cid is not None and cid in guests.get("qemu", []):
+            problems.append("proxmox_lxc_gpu_ctid: %d is a QEMU VM on this cluster, not a container (allowed: a free id "
+                            "or an existing container: %s)" % (cid, ", ".join(str(i) for i in guests.get("lxc", [])) or "none"))
+    return problems, {"vfio_gpus": vfio, "lxc_gpus": lxc}

@@ -90,3 +90,42 @@ def test_p2p_report_warnings():
     # ACS off and passthrough IOMMU: nothing throttles.
     clean = [dict(d, acs_redirecting=False) for d in devs]
     assert p.p2p_report("baremetal", "passthrough", clean)["warnings"] == []
+
+
+HOST_ADDRS = ["0000:00:01.1", "0000:01:00.0", "0000:01:00.1", "0000:41:00.0"]
+GPUS = ["0000:01:00.0", "0000:41:00.0"]
+IOMMU_OK = {"capable": True, "vendor": "amd", "reason": "ok"}
+IOMMU_NO = {"capable": False, "vendor": "intel", "reason": "no vmx/svm flag in /proc/cpuinfo"}
+
+
+def _pf(mode="vfio", vfio=("41:00.0",), lxc=("01:00.0",), iommu=IOMMU_OK, **kw):
+    return p.preflight_problems(mode, list(vfio), list(lxc), HOST_ADDRS, iommu, GPUS, **kw)
+
+
+def test_preflight_ok_split_and_normalized():
+    problems, norm = _pf()
+    assert problems == []
+    assert norm == {"vfio_gpus": ["0000:41:00.0"], "lxc_gpus": ["0000:01:00.0"]}
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(mode="kvm"), "proxmox_host_mode: 'kvm' is not a valid mode (allowed: baremetal, lxc, vfio, none)"),
+    (dict(vfio=("0000:99:00.0",)), "proxmox_host_vfio_gpus: 0000:99:00.0 is not a PCI address on this host"),
+    (dict(vfio=("gpu0",)), "proxmox_host_vfio_gpus: 'gpu0' is not a PCI address"),
+    (dict(vfio=("41:00.0",), lxc=("0000:41:00.0",)), "0000:41:00.0 is claimed by two modes"),
+    (dict(iommu=IOMMU_NO), "proxmox_host_mode: vfio needs an IOMMU but this host has none: no vmx/svm"),
+    (dict(vfio=()), "proxmox_host_vfio_gpus must list at least one PCI address"),
+    (dict(mode="lxc", lxc=()), "proxmox_host_vfio_gpus is only used with proxmox_host_mode: vfio (got lxc)"),
+    (dict(acs_disable=True), "proxmox_host_acs_disable: true is not allowed with proxmox_host_mode: vfio"),
+    (dict(ctid=100, guests={"qemu": [100], "lxc": [101]}), "proxmox_lxc_gpu_ctid: 100 is a QEMU VM on this cluster"),
+    (dict(ctid="abc"), "proxmox_lxc_gpu_ctid: 'abc' is not a valid container id (allowed: 100..999999999)"),
+    (dict(vfio=("41:00.0", "0000:41:00.0"), lxc=()), "proxmox_host_vfio_gpus lists 0000:41:00.0 more than once"),
+])
+def test_preflight_problems(kw, needle):
+    problems, _ = _pf(**kw)
+    assert any(needle in x for x in problems), problems
+
+
+def test_preflight_container_ok():
+    problems, _ = _pf(mode="lxc", vfio=(), lxc=GPUS, ctid="101", guests={"qemu": [100], "lxc": [101]})
+    assert problems == []
