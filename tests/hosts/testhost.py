@@ -567,12 +567,19 @@ def cgroup_pids(d: str) -> list[int]:
 
 
 def rmdir_cgroup(d: str) -> None:
-    for root, dirs, _files in os.walk(d, topdown=False):
-        for sub in dirs:
+    """Remove a cgroup tree bottom-up; the kernel may report EBUSY for a moment after the last exit."""
+    for _ in range(50):
+        try:
+            for root, dirs, _files in os.walk(d, topdown=False):
+                for sub in dirs:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.rmdir(os.path.join(root, sub))
             with contextlib.suppress(FileNotFoundError):
-                os.rmdir(os.path.join(root, sub))
-    with contextlib.suppress(FileNotFoundError):
-        os.rmdir(d)
+                os.rmdir(d)
+            return
+        except OSError:
+            time.sleep(0.1)
+    # what is left is reported by leftovers_of()
 
 
 def nspawn_pids(machine: str | None = None) -> dict[int, str]:
@@ -763,6 +770,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log("interrupted")
         return 130
+    except (OSError, subprocess.SubprocessError) as exc:
+        log(f"error: {exc}")
+        return 2
     print(json.dumps(result))
     return 0
 
