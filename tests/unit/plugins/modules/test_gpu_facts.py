@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import sys
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpuhost.sglang.plugins.modules import gpu_facts
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+import gpu_fake_nvml as fake  # noqa: E402
+
+
+def run(monkeypatch, capsys, args, nvml="missing"):
+    if nvml == "missing":
+        monkeypatch.setattr(gpu_facts, "HAS_PYNVML", False)
+        monkeypatch.setattr(gpu_facts, "pynvml", None)
+    else:
+        monkeypatch.setattr(gpu_facts, "HAS_PYNVML", True)
+        monkeypatch.setattr(gpu_facts, "pynvml", nvml)
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            gpu_facts.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_no_nvml_library_is_zero_gpus_not_a_failure(monkeypatch, capsys, tmp_path):
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path)})
+    assert code == 0 and not out.get("failed")
+    assert out["gpu_count"] == 0 and "pynvml" in out["reason"]
+    assert out["ansible_facts"]["gpuhost_gpu"]["gpu_count"] == 0
+    assert out["nccl"] == [{"name": "NCCL_IB_DISABLE", "value": "1",
+                            "reason": "no InfiniBand/RoCE device under /sys/class/infiniband: skip the IB transport probe"}]
+
+
+def test_require_gpus_fails_without_nvml(monkeypatch, capsys, tmp_path):
+    code, out = run(monkeypatch, capsys, {"require_gpus": True, "sysfs_root": str(tmp_path)})
+    assert code == 1 and out["failed"]
+    assert "nvidia-ml-py" in out["msg"] and "require_gpus" in out["msg"]
+
+
+def test_driver_not_loaded_gives_reason(monkeypatch, capsys, tmp_path):
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path)}, nvml=fake.FakeNVML([], None, None, init_error=9))
+    assert code == 0 and out["gpu_count"] == 0
+    assert out["reason"] == "NVML could not be initialised: Driver Not Loaded"
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path), "require_gpus": True},
+                    nvml=fake.FakeNVML([], None, None, init_error=9))
+    assert code == 1 and "found 0 (NVML could not be initialised: Driver Not Loaded)" in out["msg"]
+
+
+def test_eight_rtx_gpus(monkeypatch, capsys, tmp_path):
+    code, out = run(monkeypatch, capsys, {"require_gpus": True, "min_gpus": 8, "sysfs_root": str(tmp_path)},
+                    nvml=fake.rtx_pro_6000_box())
+    assert code == 0 and out["gpu_count"] == 8 and out["arch"] == "Blackwell"
+    assert out["topology"][1][5] == "SYS"
+    assert {"name": "NCCL_P2P_LEVEL", "value": "PHB"} == {k: v for k, v in out["nccl"][1].items() if k != "reason"}
+
+
+def test_min_gpus_not_met(monkeypatch, capsys, tmp_path):
+    code, out = run(monkeypatch, capsys, {"require_gpus": True, "min_gpus": 16, "sysfs_root": str(tmp_path)},
+                    nvml=fake.rtx_pro_6000_box())
+    assert code == 1 and "expected at least 16 GPU(s), found 8" in out["msg"]
+
+
+@pytest.mark.parametrize("args,msg", [
+    ({"min_gpus": 0}, "min_gpus must be >= 1"),
+    ({"pci_arch_table": [{"start": "0x20", "end": "0x10", "arch": "x"}]}, "pci_arch_table[0]: start 0x0020 > end 0x0010"),
+    ({"facts": {"gpus": []}}, "facts must be a gpu_facts result with an integer gpu_count"),
+    ({"nccl_overrides": {"nccl_debug": "WARN"}}, "nccl override names must be upper-case NCCL variables"),
+])
+def test_bad_input_is_a_clear_error(monkeypatch, capsys, tmp_path, args, msg):
+    args = dict(args, sysfs_root=str(tmp_path))
+    code, out = run(monkeypatch, capsys, args)
+    assert code == 1 and msg in out["msg"] and "Traceback" not in out["msg"]
+
+
+def test_given_facts_from_a_registered_result(monkeypatch, capsys, tmp_path):
+    """A registered gpu_facts result (with changed/invocation) can be fed back for planning."""
+    from ansible_collections.gpuhost.sglang.plugins.module_utils import nvml_facts
+    facts = nvml_facts.collect(fake.h100_sxm_box(), host={})
+    registered = dict(facts, changed=False, invocation={"module_args": {}}, failed=False)
+    code, out = run(monkeypatch, capsys, {"facts": registered, "sysfs_root": str(tmp_path)})
+    assert code == 0 and out["gpu_count"] == 8
+    assert [s["name"] for s in out["nccl"]] == ["NCCL_IB_DISABLE", "NCCL_P2P_LEVEL"]
+    assert out["nccl"][1]["value"] == "NVL"
