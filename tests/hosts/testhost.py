@@ -568,7 +568,7 @@ def cgroup_pids(d: str) -> list[int]:
 
 def rmdir_cgroup(d: str) -> None:
     """Remove a cgroup tree bottom-up; the kernel may report EBUSY for a moment after the last exit."""
-    for _ in range(50):
+    for _attempt in range(50):
         try:
             for root, dirs, _files in os.walk(d, topdown=False):
                 for sub in dirs:
@@ -634,7 +634,7 @@ def destroy_one(name: str) -> None:
                                            any(proc_starttime(p) for p in pids)):
         time.sleep(0.1)
     # 2. Whatever is left (an nspawn killed -9 leaves its container running): SIGKILL the whole cgroup tree.
-    for _ in range(50):
+    for _attempt in range(50):
         left = {p for d in dirs for p in cgroup_pids(d)} | {p for p in pids if proc_starttime(p)}
         if not left:
             break
