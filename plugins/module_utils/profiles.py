@@ -72,7 +72,7 @@ def _check_data(data):
 
 def normalize_arch(gpu_arch, data):
     """``'12.0'``, ``12.0``, ``'sm_120'``, ``'SM120'`` -> ``('sm120', note)``; no GPU -> ``(None, note)``."""
-    archs, _ = _check_data(data)
+    archs = _check_data(data)[0]
     if gpu_arch is None or (isinstance(gpu_arch, str) and gpu_arch.strip().lower() in _NO_GPU):
         return None, "no GPU architecture given (%r): no profile" % (gpu_arch,)
     if isinstance(gpu_arch, bool):
@@ -141,7 +141,8 @@ def select_profile(gpu_arch, model_family, engine_version, data, overrides=None,
     matches.sort(key=lambda m: (m[0], m[1]))
 
     options, evidence, matched, fallbacks = {}, {}, [], []
-    for _, _, p in matches:
+    for match in matches:
+        p = match[2]
         matched.append(p["name"])
         for name, spec in (p.get("options") or {}).items():
             key = normalize_name(name, "sglang_profiles.profiles.%s.options" % p["name"])

@@ -318,6 +318,8 @@ def classify(chunks, parsed, meta, renames=None, removed=None):
                 cands = []
                 for c in close:
                     canon = opts[c]["canonical"][2:]
+                    if canon.startswith("no-") and not name.startswith("no-"):
+                        continue
                     if canon not in cands:
                         cands.append(canon)
                 found.append(_err(name, "unknown", candidates=cands))

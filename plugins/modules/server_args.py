@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# Apache License 2.0 (see LICENSE), a license compatible with the GNU General Public License v3.0+
 
 from __future__ import absolute_import, division, print_function
 
@@ -21,7 +21,7 @@ description:
     When the parser cannot be built the result has RV(validated=false) and a RV(reason); the argv is still rendered.
   - Unknown, renamed, removed and abbreviated options, invalid choices (listing the valid ones)
     and invalid values are all reported at once and the task fails before anything restarts.
-  - Deprecation messages the parser prints are returned as RV(warnings).
+  - Deprecation messages the parser prints are returned as RV(parser_warnings) and shown as task warnings.
   - Renames and removals are data (C(roles/sglang/vars/flags.yml)), filtered here by the engine version found.
 options:
   python:
@@ -35,15 +35,15 @@ options:
     default: sglang
   options:
     description:
-      - Server options, C({long option name (with or without leading --): value}).
+      - "Server options: C({long option name (with or without leading --): value})."
       - C(true) -> bare flag; C(false)/C(null) -> omitted, or C(--no-x) where the parser defines a BooleanOptionalAction;
         list -> values after one flag; dict -> JSON string; numbers -> string. Output is sorted by option name.
     type: dict
     required: true
   renames:
     description:
-      - Renamed options as data, a list of C({old, new, since, until, evidence}) (C(since) inclusive, C(until) exclusive),
-        or a plain C({old: new}) dict. Only entries whose range contains the engine version apply.
+      - "Renamed options as data: a list of C({old, new, since, until, evidence}) (C(since) inclusive, C(until) exclusive),
+        or a plain C({old: new}) mapping. Only entries whose range contains the engine version apply."
     type: raw
     default: []
   removed:
@@ -61,14 +61,16 @@ options:
 requirements:
   - On the target, the engine installed in the venv of O(python) (C(sglang) or C(transformers) with C(typer)).
 author:
-  - gpuhost.sglang contributors
+  - gpuhost.sglang contributors (@gpuhost)
 notes:
   - Only the parser runs; SGLang's C(ServerArgs.__post_init__) checks (which inspect the hardware) are not run.
 attributes:
   check_mode:
     support: full
+    description: Only parses; runs the same way in check mode.
   diff_mode:
     support: none
+    description: Nothing is changed, so there is no diff.
 """
 
 EXAMPLES = r"""
@@ -147,65 +149,36 @@ suggested_argv:
 
 import json
 import os
-import select
-import subprocess
-import tempfile
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
-    OptionsError, PROBE_SOURCE, classify, flag_rules, server_argv, shell_quote, split_argv, suggested_argv)
+    OptionsError, PROBE_SOURCE, classify, flag_rules, normalize_name, server_argv, shell_quote, split_argv, suggested_argv)
 
 
 class ProbeFailure(Exception):
     pass
 
 
-class Probe:
-    """The engine's interpreter running PROBE_SOURCE; JSON lines in both directions."""
-
-    def __init__(self, python, engine, timeout):
-        self.deadline = time.monotonic() + timeout
-        self.stderr = tempfile.TemporaryFile(mode="w+")
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([python, "-c", PROBE_SOURCE, engine], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, env=env, universal_newlines=True, close_fds=True)
-
-    def ask(self, req):
+def run_probe(module, python, engine, requests, timeout):
+    """Run PROBE_SOURCE with the engine's interpreter; one JSON answer per request."""
+    cmd = [python, "-c", PROBE_SOURCE, engine]
+    timeout_bin = module.get_bin_path("timeout")
+    if timeout_bin:
+        cmd = [timeout_bin, "-k", "10", str(timeout)] + cmd
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+    rc, out, err = module.run_command(cmd, data="\n".join(json.dumps(r) for r in requests), environ_update=env)
+    answers = []
+    for line in out.splitlines():
         try:
-            self.proc.stdin.write(json.dumps(req) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-        left = self.deadline - time.monotonic()
-        ready = select.select([self.proc.stdout], [], [], max(left, 0))[0] if left > 0 else []
-        if not ready:
-            self.close()
-            raise ProbeFailure("timed out building/running the engine parser (timeout)")
-        line = self.proc.stdout.readline()
-        if not line:
-            self.close()
-            raise ProbeFailure("the engine interpreter exited without answering: %s" % self.stderr_tail())
-        ans = json.loads(line)
-        if "fatal" in ans:
-            self.close()
-            raise ProbeFailure("%s; stderr: %s" % (ans["fatal"], self.stderr_tail()))
-        return ans
-
-    def stderr_tail(self, n=1500):
-        self.stderr.seek(0)
-        return self.stderr.read()[-n:].strip()
-
-    def close(self):
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            answers.append(json.loads(line))
+        except ValueError:
+            continue
+    if answers and "fatal" in answers[0]:
+        raise ProbeFailure("%s; stderr: %s" % (answers[0]["fatal"], err.strip()[-1500:]))
+    if len(answers) < len(requests):
+        why = "timed out after %ss" % timeout if rc in (124, 137) else "exited with rc=%s" % rc
+        raise ProbeFailure("the engine interpreter %s without answering: %s" % (why, err.strip()[-1500:]))
+    return answers
 
 
 def main():
@@ -234,13 +207,16 @@ def main():
     if not (os.path.isfile(p["python"]) and os.access(p["python"], os.X_OK)):
         module.fail_json(msg="python: %s is not an executable file (expected the engine venv's interpreter)" % p["python"], **result)
 
-    probe = None
     try:
-        probe = Probe(p["python"], p["engine"], p["timeout"])
-        meta = probe.ask({"op": "describe"})
+        opts = {normalize_name(k): v for k, v in p["options"].items()}
+        # Options set to false/null are not in the parse request: they render as --no-x only where the
+        # parser defines that negation (known after describe), else they are omitted.
+        plain = {k: v for k, v in opts.items() if v is not None and v is not False}
+        chunks = split_argv(server_argv(plain))
+        meta, ans = run_probe(module, p["python"], p["engine"], [{"op": "describe"}, {"op": "parse", "chunks": chunks}], p["timeout"])
+    except OptionsError as exc:
+        module.fail_json(msg=str(exc), **result)
     except ProbeFailure as exc:
-        if probe is not None:
-            probe.close()
         if p["engine"] == "transformers":
             result["reason"] = "cannot introspect the transformers serve CLI: %s" % exc
             module.exit_json(**result)
@@ -248,17 +224,26 @@ def main():
 
     version = meta["engine_version"]
     result["engine_version"] = version
+    known = meta["options"]
+    negatable = [o[2:] for o, m in known.items() if m.get("negatable") and not o.startswith("--no-")]
+    argv = server_argv(p["options"], negatable=negatable)
     try:
-        negatable = [o[2:] for o, m in meta["options"].items() if m.get("negatable") and not o.startswith("--no-")]
-        argv = server_argv(p["options"], negatable=negatable)
         renames, removed = flag_rules(p["renames"], p["removed"], version)
-        chunks = split_argv(argv)
-        ans = probe.ask({"op": "parse", "chunks": chunks})
-    except (OptionsError, ProbeFailure) as exc:
+    except OptionsError as exc:
         module.fail_json(msg=str(exc), **result)
-    finally:
-        probe.close()
-    errors, warnings, verdicts = classify(chunks, ans["parsed"], meta, renames, removed)
+    # Names whose value is false/null are checked for existence too (a typo must not vanish silently).
+    parsed = list(ans["parsed"])
+    argv_chunks = list(chunks)
+    for name in sorted(k for k, v in opts.items() if v is None or v is False):
+        flag = "--" + name
+        if flag not in known:
+            chunks.append([flag])
+            parsed.append({"ok": False, "unknown": [flag]})
+        elif name in negatable and opts[name] is False:
+            chunks.append(["--no-" + name])
+            parsed.append({"ok": True, "warnings": []})
+            argv_chunks.append(chunks[-1])
+    errors, warnings, verdicts = classify(chunks, parsed, meta, renames, removed)
     whole = ans.get("whole", {})
     if not errors and not whole.get("ok", True):
         errors.append({"option": "(whole command line)", "problem": "invalid_value", "text": whole.get("error") or str(whole.get("unknown")),
@@ -269,7 +254,7 @@ def main():
     if p["expected_version"] and version != p["expected_version"]:
         module.fail_json(msg="engine_version: %s found in %s, expected_version is %s" % (version, p["python"], p["expected_version"]), **result)
     if errors:
-        result["suggested_argv"] = suggested_argv(chunks, errors)
+        result["suggested_argv"] = suggested_argv(argv_chunks, errors)
         module.fail_json(msg="%d problem(s) in the %s %s options (nothing was changed): %s" % (
             len(errors), p["engine"], version, "; ".join(e["text"] for e in errors)), **result)
     module.exit_json(**result)

@@ -79,8 +79,8 @@ def test_profile_options_never_use_names_flags_yml_marks_renamed_for_that_range(
 
 
 def test_host_overrides_win_and_null_removes():
-    sel = select_profile("sm120", "glm-dsa", "0.5.23", DATA, overrides={"mem-fraction-static": 0.88, "dsa_decode_backend": "trtllm",
-                                                                         "fp8-gemm-backend": None})
+    overrides = {"mem-fraction-static": 0.88, "dsa_decode_backend": "trtllm", "fp8-gemm-backend": None}
+    sel = select_profile("sm120", "glm-dsa", "0.5.23", DATA, overrides=overrides)
     assert sel["options"]["mem-fraction-static"] == 0.88
     assert sel["options"]["dsa-decode-backend"] == "trtllm"
     assert sel["evidence"]["mem-fraction-static"] == "host override"

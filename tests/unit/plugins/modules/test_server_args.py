@@ -41,7 +41,7 @@ def run_module(args, check_mode=False):
         payload["_ansible_check_mode"] = True
     env = dict(os.environ, PYTHONPATH=_collections_path())
     proc = subprocess.run([sys.executable, MODULE, json.dumps({"ANSIBLE_MODULE_ARGS": payload})], capture_output=True, text=True,
-                          env=env, timeout=120)
+                          env=env, timeout=120, check=False)
     assert proc.stdout.strip(), proc.stderr
     out = json.loads(proc.stdout)
     assert "Traceback" not in proc.stdout + proc.stderr
@@ -54,8 +54,9 @@ RENAMES = [{"old": "nsa-decode-backend", "new": "dsa-decode-backend", "since": "
 
 
 def test_good_options_pass_with_warnings_and_negation(fake_python):
-    out = run_module({"python": fake_python, "options": {"model-path": "/m", "tp-size": 2, "disable-cuda-graph": True,
-                                                          "enable-dsa-fused-indexer": False, "cuda-graph-bs-decode": [1, 2]}})
+    options = {"model-path": "/m", "tp-size": 2, "disable-cuda-graph": True, "enable-dsa-fused-indexer": False,
+               "cuda-graph-bs-decode": [1, 2], "disable-shared-experts-fusion": False, "max-running-requests": None}
+    out = run_module({"python": fake_python, "options": options})
     assert not out.get("failed"), out
     assert out["validated"] is True and out["engine_version"] == "9.9.1"
     assert out["argv"] == ["--cuda-graph-bs-decode", "1", "2", "--disable-cuda-graph", "--no-enable-dsa-fused-indexer",
@@ -76,6 +77,15 @@ def test_all_errors_reported_at_once_with_replacements(fake_python):
     assert set(by) == {"tp", "nsa-decode-backend"}
     assert "2 problem(s)" in out["msg"] and "use --tp-size" in out["msg"] and "use --dsa-decode-backend" in out["msg"]
     assert "--tp-size" in out["suggested_argv"] and "--dsa-decode-backend" in out["suggested_argv"]
+
+
+def test_false_or_null_values_of_unknown_options_are_still_reported(fake_python):
+    out = run_module({"python": fake_python, "options": {"model-path": "/m", "enable-dsa-fused-indexr": False, "tp": None}})
+    by = {e["option"]: e for e in out["errors"]}
+    assert by["enable-dsa-fused-indexr"]["problem"] == "unknown"
+    assert by["enable-dsa-fused-indexr"]["candidates"] == ["enable-dsa-fused-indexer"]
+    assert by["tp"]["problem"] == "abbreviation"
+    assert out["suggested_argv"] == ["--model-path", "/m"]
 
 
 def test_rename_outside_its_version_range_is_just_unknown(fake_python):
