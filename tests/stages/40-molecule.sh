@@ -27,18 +27,29 @@ mapfile -t scenarios < <(for f in molecule/*/molecule.yml; do basename "$(dirnam
 # Check each molecule.yml against the pitfalls of molecule/README.md (a bad one fails as its own
 # scenario) and collect every scenario's host names (to destroy exactly those at the end, never
 # the sandbox's host).
-check=$(python3 - "${scenarios[@]}" <<'PY'
-import re, sys, yaml
+check=$(python3 - "${scenarios[@]}" <<'PY' 2>/dev/null
+import os, re, sys, yaml
+from molecule import config
+base = ".config/molecule/config.yml"
 for s in sys.argv[1:]:
     bad, names = [], []
+    path = f"molecule/{s}/molecule.yml"
     try:
-        cfg = yaml.safe_load(open(f"molecule/{s}/molecule.yml")) or {}
-    except yaml.YAMLError as exc:
-        cfg, bad = {}, [f"not valid YAML: {exc}".replace("\n", " ")]
-    for key in ("playbooks", "env", "config_options", "ansible_args"):
-        if key in (cfg.get("provisioner") or {}):
-            bad.append(f"provisioner.{key} replaces the shared config's whole ansible.{key} (create/destroy "
-                       f"are lost): use ansible.{key} (see molecule/README.md)")
+        cfg = yaml.safe_load(open(path)) or {}
+        # The effective config, merged by molecule itself (base config + molecule.yml + legacy-key migration).
+        eff = config.Config(path, args={"base_config": [base]}, command_args={"subcommand": "test"})
+        for step in ("create", "destroy"):
+            got = getattr(eff.provisioner.playbooks, step)
+            if got != os.path.abspath(f"molecule/resources/{step}.yml"):
+                bad.append(f"the {step} playbook resolves to {got!r}, not molecule/resources/{step}.yml: a legacy "
+                           "provisioner.playbooks replaces the shared ansible.playbooks (see molecule/README.md)")
+        env = eff.config_data["ansible"]["env"]
+        for var in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_ROLES_PATH"):
+            if var not in env:
+                bad.append(f"ansible.env lost {var}: a legacy provisioner.env replaces the shared ansible.env "
+                           "(see molecule/README.md)")
+    except (OSError, yaml.YAMLError, SystemExit, Exception) as exc:  # molecule exits on schema errors
+        cfg, bad = {}, bad + [f"invalid: {type(exc).__name__} {exc}".replace("\n", " ")]
     platforms = cfg.get("platforms") or []
     if not platforms:
         bad.append("no platforms: name the scenario's test host (see molecule/README.md)")
