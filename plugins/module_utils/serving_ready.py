@@ -43,6 +43,8 @@ DEFAULT_SIGNATURES = [
      "hint": "The server's own warmup request failed."},
     {"class": "bad_arguments", "pattern": r"error: unrecognized arguments|error: argument |usage: .*\n.*error:",
      "hint": "The engine rejected its command line: run the flag validator (server_args) against this version."},
+    {"class": "seccomp", "pattern": r"Main process exited, code=killed, status=31/SYS",
+     "hint": "The unit's SystemCallFilter killed the server (SIGSYS): a system call it needs is filtered."},
     {"class": "port_in_use", "pattern": r"address already in use|Errno 98",
      "hint": "Another process holds the port."},
     {"class": "model_load", "pattern": r"OSError: .*(config\.json|does not appear to have a file)|No such file or directory: .*model|Can't load",
@@ -88,7 +90,9 @@ def classify(lines, unit, signatures, healthy=False):
     active = unit.get("ActiveState", "")
     sub = unit.get("SubState", "")
     restarts = _int(unit.get("NRestarts", "0"))
-    if active == "failed" or (active == "activating" and sub == "auto-restart") or restarts > 0:
+    # activating with no main process: it exited and only ExecStartPost is left waiting
+    main_gone = active == "activating" and sub == "start-post" and unit.get("MainPID", "") == "0"
+    if active == "failed" or (active == "activating" and sub == "auto-restart") or restarts > 0 or main_gone:
         return {"state": STATE_FAILED, "cls": "startup_failure",
                 "hint": "The process exited before it was ready (exit status %s, %d restarts)."
                         % (unit.get("ExecMainStatus", "?"), restarts),
@@ -133,7 +137,7 @@ def read_journal(unit, since_epoch, run=subprocess.run):
 
 
 def unit_state(unit, run=subprocess.run):
-    cmd = ["systemctl", "show", "-p", "ActiveState,SubState,NRestarts,Result,ExecMainStatus,ActiveEnterTimestampMonotonic", unit]
+    cmd = ["systemctl", "show", "-p", "ActiveState,SubState,NRestarts,Result,ExecMainStatus,MainPID", unit]
     res = run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     return parse_systemctl_show(res.stdout)
 

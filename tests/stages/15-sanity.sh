@@ -11,6 +11,10 @@ if [ ! -f "$atv/.installed" ]; then
   touch "$atv/.installed"
 fi
 export PATH=$atv/bin:$PATH
+# ansible-core 2.19's ansible-test bootstraps pip 24.2 into its per-test venvs.
+rm -rf ~/.ansible/test/venv  # a half-deleted venv from an interrupted run breaks ansible-test
+mkdir -p ~/.ansible/test/cache
+cp tests/fixtures/get_pip_offline.py ~/.ansible/test/cache/get_pip_24_2.py
 work=$GPUHOST_ROOT/.cache/ansible-test/ansible_collections/gpuhost/sglang
 rm -rf "$work" && mkdir -p "$work"
 # tracked + untracked-but-not-ignored files, as a clean clone would have them

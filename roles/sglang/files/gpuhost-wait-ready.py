@@ -5,6 +5,9 @@
 the server really serves, and TimeoutStartSec bounds the model's load time.
 
 Usage: gpuhost-wait-ready.py URL [INTERVAL_SECONDS]
+
+systemd passes the main process id as $MAINPID to ExecStartPost: when that process is gone the server
+cannot become ready, so this exits 1 at once instead of holding the unit until TimeoutStartSec.
 """
 import os
 import sys
@@ -20,7 +23,11 @@ def main():
     interval = float(sys.argv[2]) if len(sys.argv) > 2 else 2.0
     key = os.environ.get("GPUHOST_API_KEY")
     headers = {"Authorization": "Bearer " + key} if key else {}
+    main_pid = int(os.environ.get("MAINPID") or 0)
     while True:
+        if main_pid and not os.path.exists("/proc/%d" % main_pid):
+            sys.stderr.write("gpuhost-wait-ready: main process %d exited before %s answered\n" % (main_pid, url))
+            return 1
         try:
             with urlopen(Request(url, headers=headers), timeout=30) as resp:
                 if resp.status == 200:

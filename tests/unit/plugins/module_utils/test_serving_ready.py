@@ -95,3 +95,16 @@ def test_wait_returns_starting_at_deadline():
     assert res["state"] == sr.STATE_STARTING
     assert res["evidence"] == "Loading weights"
     assert now[0] >= 5
+
+
+def test_main_process_gone_while_start_post_waits():
+    unit = {"ActiveState": "activating", "SubState": "start-post", "NRestarts": "0", "MainPID": "0", "ExecMainStatus": "1"}
+    res = sr.classify(["Traceback", "ImportError: no torch"], unit, SIGS)
+    assert (res["state"], res["cls"]) == (sr.STATE_FAILED, "startup_failure")
+    still_loading = dict(unit, MainPID="4242")
+    assert sr.classify(["Loading"], still_loading, SIGS)["state"] == sr.STATE_STARTING
+
+
+def test_seccomp_kill_is_named():
+    res = sr.classify(["sglang.service: Main process exited, code=killed, status=31/SYS"], ACTIVE, SIGS)
+    assert res["cls"] == "seccomp"
