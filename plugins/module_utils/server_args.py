@@ -458,46 +458,52 @@ def parse_chunk(p, chunk):
     return res
 
 def build_click():
+    # transformers serve is a typer command (typer vendors its own click); build the serve command alone
+    # (the HF group class of the full CLI cannot be converted) and parse with click's make_context.
+    import typer
     import typer.main
-    from transformers.cli.transformers import app
     import transformers
-    group = typer.main.get_command(app)
-    cmd = group.commands["serve"]
-    return cmd, transformers.__version__
+    from transformers.cli.serve import Serve
+    app = typer.Typer()
+    app.command(name="serve")(Serve)
+    return typer.main.get_command(app), transformers.__version__
 
 def describe_click(cmd):
-    import click
     opts = {}
     required = []
     for prm in cmd.params:
-        if not isinstance(prm, click.Option):
+        if getattr(prm, "param_type_name", "") != "option":
             continue
         longs = [o for o in prm.opts if o.startswith("--")]
         canonical = longs[0] if longs else prm.opts[0]
-        choices = list(prm.type.choices) if isinstance(prm.type, click.Choice) else None
-        kind = "flag" if prm.is_flag else "value"
+        ptype = getattr(prm, "type", None)
+        choices = list(ptype.choices) if ptype is not None and getattr(ptype, "choices", None) else None
+        kind = "flag" if getattr(prm, "is_flag", False) else "value"
+        secondary = list(getattr(prm, "secondary_opts", []) or [])
         for o in prm.opts:
-            opts[o] = {"canonical": canonical, "kind": kind, "nargs": prm.nargs, "choices": choices, "deprecated": bool(getattr(prm, "deprecated", False)),
-                       "negatable": bool(prm.secondary_opts)}
-        for o in prm.secondary_opts:
+            opts[o] = {"canonical": canonical, "kind": kind, "nargs": prm.nargs, "choices": choices,
+                       "deprecated": bool(getattr(prm, "deprecated", False)), "negatable": bool(secondary)}
+        for o in secondary:
             opts[o] = {"canonical": "--no-" + canonical[2:], "kind": kind, "nargs": 0, "choices": None, "deprecated": False, "negatable": True}
         if prm.required:
             required.append(list(prm.opts))
     return opts, required
 
 def parse_click(cmd, chunk):
-    import click
     buf = io.StringIO()
     res = {"ok": True}
     try:
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
             cmd.make_context("serve", list(chunk), resilient_parsing=False)
-    except click.NoSuchOption as exc:
-        res = {"ok": False, "unknown": [exc.option_name]}
-    except click.UsageError as exc:
-        res = {"ok": False, "error": exc.format_message()}
     except Exception as exc:
-        res = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
+        names = [c.__name__ for c in type(exc).__mro__]
+        if "NoSuchOption" in names:
+            res = {"ok": False, "unknown": [getattr(exc, "option_name", None) or chunk[0]]}
+        elif "UsageError" in names:
+            msg = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            res = {"ok": False, "error": "argument %s: %s" % (chunk[0], msg)}
+        else:
+            res = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
     res["warnings"] = [l for l in buf.getvalue().splitlines() if l.strip()]
     return res
 

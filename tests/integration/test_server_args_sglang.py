@@ -185,6 +185,28 @@ def test_ansible_playbook_rejects_the_seeds_line_before_anything_changes(tmp_pat
     assert "ok=3" in proc.stdout and "ignored=1" in proc.stdout
 
 
+ENGINE_VENV = os.environ.get("ENGINE_VENV") or os.path.join(os.environ.get("GPUHOST_ROOT", ROOT), ".cache", "engine-venv")
+
+
+def test_transformers_serve_cli_is_validated_by_its_click_command():
+    """The sandbox's CPU engine (transformers serve, built by `make fixtures`) is validated the same way."""
+    py = os.path.join(ENGINE_VENV, "bin", "python")
+    if not os.access(py, os.X_OK):
+        pytest.skip("no transformers engine venv at %s (make fixtures builds it)" % ENGINE_VENV)
+    out = run_module({"host": "127.0.0.1", "port": 8000, "continuous-batching": True, "compile": False, "devcie": "cpu",
+                      "model-timeout": "soon"}, python=py, engine="transformers", renames=[], removed=[], expected_version=None)
+    assert out["validated"] is True, out.get("reason")
+    assert out["argv"][0] == "--no-compile"  # typer defines --compile/--no-compile
+    by = {e["option"]: e for e in out["errors"]}
+    assert set(by) == {"devcie", "model-timeout"}
+    assert by["devcie"]["problem"] == "unknown" and by["devcie"]["candidates"] == ["device"]
+    assert by["model-timeout"]["problem"] == "invalid_value"
+    ok = run_module({"host": "127.0.0.1", "port": 8000, "continuous-batching": True, "device": "cpu"}, python=py, engine="transformers",
+                    renames=[], removed=[], expected_version=None)
+    assert not ok.get("failed"), ok.get("msg")
+    assert ok["errors"] == [] and ok["argv"] == ["--continuous-batching", "--device", "cpu", "--host", "127.0.0.1", "--port", "8000"]
+
+
 def verdict_table(out):
     rows = ["| option as given | values | verdict | detail |", "|---|---|---|---|"]
     for v in out["verdicts"]:
