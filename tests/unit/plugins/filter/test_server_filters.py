@@ -1,0 +1,65 @@
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuhost.sglang.plugins.filter.server import FilterModule
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+F = FilterModule().filters()
+
+
+def _vars(name):
+    with open(os.path.join(ROOT, "roles", "sglang", "vars", name)) as f:
+        return yaml.safe_load(f)
+
+
+def test_filter_names():
+    assert sorted(F) == ["server_argv", "sglang_profile", "sglang_profile_details", "shell_quote", "systemd_exec"]
+
+
+def test_server_argv_and_systemd_exec_compose():
+    argv = F["server_argv"]({"served-model-name": "glm 5 100%", "tp-size": 8})
+    assert argv == ["--served-model-name", "glm 5 100%", "--tp-size", "8"]
+    assert F["systemd_exec"](["/v/bin/python"] + argv) == '/v/bin/python --served-model-name "glm 5 100%%" --tp-size 8'
+    assert F["shell_quote"](argv) == "--served-model-name 'glm 5 100%' --tp-size 8"
+
+
+def test_server_argv_precheck_with_flag_data_lists_every_problem():
+    flags = _vars("flags.yml")["sglang_flags"]["sglang"]
+    with pytest.raises(AnsibleFilterError) as exc:
+        F["server_argv"]({"nsa-decode-backend": "trtllm", "tp": 8, "mem-fraction-static": 0.9}, flag_data=flags, engine_version="0.5.23")
+    msg = str(exc.value)
+    assert "use --dsa-decode-backend" in msg and "use --tp-size" in msg and "mem-fraction-static" not in msg
+    # before 0.5.23 the nsa names are right; the abbreviation is still refused
+    with pytest.raises(AnsibleFilterError) as exc:
+        F["server_argv"]({"nsa-decode-backend": "trtllm", "tp": 8}, flag_data=flags, engine_version="0.5.15")
+    assert "nsa" not in str(exc.value) and "use --tp-size" in str(exc.value)
+    assert F["server_argv"]({"nsa-decode-backend": "trtllm"}, flag_data=flags, engine_version="0.5.15") == ["--nsa-decode-backend", "trtllm"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: F["server_argv"]("--tp 8"),
+    lambda: F["server_argv"]({"x": [[1]]}),
+    lambda: F["server_argv"]({"x": 1}, flag_data=["not", "a", "dict"]),
+    lambda: F["systemd_exec"]("a b"),
+    lambda: F["shell_quote"]("a b"),
+    lambda: F["sglang_profile"]("sm120", "glm-dsa", "0.5.23", "not data"),
+])
+def test_bad_input_is_a_filter_error_not_a_traceback(call):
+    with pytest.raises(AnsibleFilterError):
+        call()
+
+
+def test_sglang_profile_filters():
+    data = _vars("profiles.yml")["sglang_profiles"]
+    opts = F["sglang_profile"]("12.0", "glm-dsa", "0.5.23", data, {"mem-fraction-static": 0.9})
+    assert opts["mem-fraction-static"] == 0.9 and opts["dsa-decode-backend"] == "flashinfer_sparse_mla"
+    details = F["sglang_profile_details"]("12.0", "glm-dsa", "0.5.23", data)
+    assert details["matched"] == ["sm120-dsa"] and details["evidence"]["cuda-graph-max-bs-decode"].startswith("profile sm120-dsa:")
+    assert F["sglang_profile"]("none", "dense", "0.5.23", data) == {}
