@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from benchutil import fake_server, free_port, run_module  # pylint: disable=import-error
+from fakeserver import fake_server, free_port, run_module  # pylint: disable=import-error
 
 SMALL = dict(input_len=8, output_len=32, concurrency=4, num_prompts=16, warmup=1, plots=False)
 
