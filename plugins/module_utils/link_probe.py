@@ -249,11 +249,22 @@ def _allreduce_child(queue, rank, world, port, devices, sizes, iters, warmup, ba
             dist.barrier()
             buf.fill_(1.0)
             sync()
-            start = time.perf_counter()
-            for _ in range(iters):
-                dist.all_reduce(buf)
-            sync()
-            elapsed = time.perf_counter() - start
+            if backend == "nccl":
+                # GPU-side time of the loop (CUDA events on the stream NCCL syncs with), as nccl-tests does;
+                # wall-clock time would add the host's launch/synchronize latency to small messages
+                ev_start = torch.cuda.Event(enable_timing=True)
+                ev_stop = torch.cuda.Event(enable_timing=True)
+                ev_start.record()
+                for _ in range(iters):
+                    dist.all_reduce(buf)
+                ev_stop.record()
+                ev_stop.synchronize()
+                elapsed = ev_start.elapsed_time(ev_stop) / 1e3
+            else:
+                start = time.perf_counter()
+                for _ in range(iters):
+                    dist.all_reduce(buf)
+                elapsed = time.perf_counter() - start
             # after `iters` sums of `world` ranks starting from 1.0 every element is world ** iters;
             # check a small exact case only (floats overflow for big iters)
             t = torch.tensor([elapsed], dtype=torch.float64, device=device)
