@@ -442,6 +442,7 @@ def cmd_create(args) -> dict:
     require_tools("systemd-nspawn", "ip", "ssh", "ssh-keygen", "mount", "umount")
     name = args.name
     os.makedirs(state_root(), exist_ok=True)
+    # Per-name lock (never unlinked: unlinking a flock file races with its next waiter).
     with flock(os.path.join(state_root(), f".{name}.lock")):
         st = read_state(name)
         if st and st.get("phase") == "running" and nspawn_alive(st) and ssh_ok(st):
@@ -693,8 +694,6 @@ def cmd_destroy(args) -> dict:
                 log(f"destroyed {name}")
             except HostError as exc:
                 errors.append(str(exc))
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(state_root(), f".{name}.lock"))
     if errors:
         raise HostError("\n".join(errors))
     return {"destroyed": names}
