@@ -62,8 +62,20 @@ def run_module(options, **extra):
     return json.loads(proc.stdout)
 
 
-def test_seeds_command_line_verdicts():
-    out = run_module(SEEDS)
+@pytest.fixture(scope="module")
+def seeds_run():
+    return run_module(SEEDS)
+
+
+@pytest.fixture(scope="module")
+def bad_run():
+    """One run with several different mistakes: all of them must be reported at once."""
+    return run_module({"model-path": "/m", "mem-fractoin-static": 0.9, "fp8-gemm-backend": "cutlas", "dsa-decode-backend": "trtllm",
+                       "max-running-requests": "sixty-four", "mem-fraction-static": "most"})
+
+
+def test_seeds_command_line_verdicts(seeds_run):
+    out = seeds_run
     assert out["engine_version"] == PINNED and out["validated"] is True
     assert out["failed"] is True
     verdicts = {v["option"]: v for v in out["verdicts"]}
@@ -81,8 +93,8 @@ def test_seeds_command_line_verdicts():
     assert "3 problem(s) in the sglang 0.5.23 options" in out["msg"]
 
 
-def test_suggested_fix_passes_the_parser():
-    out = run_module(SEEDS)
+def test_suggested_fix_passes_the_parser(seeds_run):
+    out = seeds_run
     fixed = dict(SEEDS)
     for e in out["errors"]:
         fixed[e["replacement"]] = fixed.pop(e["option"])
@@ -97,25 +109,29 @@ def test_without_rename_data_nsa_is_just_unknown():
     assert [(e["option"], e["problem"]) for e in out["errors"]] == [("nsa-decode-backend", "unknown")]
 
 
-def test_misspelling_suggests_the_real_option():
-    out = run_module({"model-path": "/m", "mem-fractoin-static": 0.9})
-    assert [(e["option"], e["problem"]) for e in out["errors"]] == [("mem-fractoin-static", "unknown")]
-    assert out["errors"][0]["candidates"][0] == "mem-fraction-static"
+def test_bad_run_reports_every_mistake_at_once(bad_run):
+    assert sorted((e["option"], e["problem"]) for e in bad_run["errors"]) == [
+        ("fp8-gemm-backend", "invalid_choice"), ("max-running-requests", "invalid_value"),
+        ("mem-fraction-static", "invalid_value"), ("mem-fractoin-static", "unknown")]
+    assert "4 problem(s)" in bad_run["msg"]
 
 
-def test_invalid_choice_lists_the_valid_ones():
-    out = run_module({"model-path": "/m", "fp8-gemm-backend": "cutlas", "dsa-decode-backend": "trtllm"})
-    assert [(e["option"], e["problem"]) for e in out["errors"]] == [("fp8-gemm-backend", "invalid_choice")]
-    choices = out["errors"][0]["choices"]
+def test_misspelling_suggests_the_real_option(bad_run):
+    err = [e for e in bad_run["errors"] if e["option"] == "mem-fractoin-static"][0]
+    assert err["candidates"][0] == "mem-fraction-static"
+    assert "did you mean --mem-fraction-static" in bad_run["msg"]
+
+
+def test_invalid_choice_lists_the_valid_ones(bad_run):
+    err = [e for e in bad_run["errors"] if e["option"] == "fp8-gemm-backend"][0]
+    choices = err["choices"]
     assert "cutlass" in choices and "auto" in choices and "cutlas" not in choices
-    assert "valid choices: " in out["msg"] and "cutlass" in out["msg"]
+    assert "valid choices: " in bad_run["msg"]
 
 
-def test_bad_int_and_bad_float():
-    out = run_module({"model-path": "/m", "max-running-requests": "sixty-four", "mem-fraction-static": "most"})
-    by = {e["option"]: e["problem"] for e in out["errors"]}
-    assert by == {"max-running-requests": "invalid_value", "mem-fraction-static": "invalid_value"}
-    assert "sixty-four" in out["msg"] and "most" in out["msg"]
+def test_bad_int_and_bad_float(bad_run):
+    assert "sixty-four" in bad_run["msg"] and "'most'" in bad_run["msg"]
+    assert [v["verdict"] for v in bad_run["verdicts"] if v["option"] == "dsa-decode-backend"] == ["ok"]
 
 
 def test_flags_yml_matches_the_pinned_parser():
