@@ -54,5 +54,7 @@ sandbox-destroy:
 test:
 	tests/run-all.sh
 
+## clean-hosts: every test host of ours (the sandbox, molecule's, the integration tests')
 clean-hosts:
 	$(PY) tests/hosts/testhost.py destroy --all
+	GPUHOST_TESTHOST_TAG=it $(PY) tests/hosts/testhost.py destroy --all

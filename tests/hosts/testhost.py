@@ -43,11 +43,11 @@ STATE_BASE = os.environ.get("GPUHOST_TESTHOST_STATE", "/var/lib/gpuhost-testhost
 TAG = os.environ.get("GPUHOST_TESTHOST_TAG", "gh")
 SUITE = "bookworm"
 PACKAGES = [
-    "systemd", "systemd-sysv", "dbus", "python3", "python3-venv", "python3-apt", "openssh-server",
+    "systemd", "systemd-sysv", "dbus", "python3", "python3-venv", "python3-apt", "python3-packaging", "openssh-server",
     "iproute2", "kmod", "udev", "pciutils", "ca-certificates", "procps", "sudo",
 ]
 # Bump when the rootfs fix-ups below change: a new recipe builds a new rootfs directory.
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 SUBNET = "10.231"
 AUTO_INDEX_RANGE = range(1, 200)  # 200 is the sandbox's fixed index
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,11}$")
