@@ -37,9 +37,11 @@ if ls .whl/ansible_core-*.whl >/dev/null 2>&1; then
     ansible localhost -i localhost, -c local -e ansible_python_interpreter="$PY" -m gpuhost.sglang.gpu_link_probe \
       -a '{"measure": ["p2p"], "min_p2p_gbps": 5000, "p2p_size_mb": 256}'
     echo "rc=$?"
-    echo "### playbooks/gpu.yml (facts + probe + nccl role in check mode)"
-    ansible-playbook -i localhost, -c local -e ansible_python_interpreter="$PY" playbooks/gpu.yml --tags probe
+    echo "### playbooks/gpu.yml --tags nccl,probe (nccl role from the real facts, then the probe)"
+    ansible-playbook -i localhost, -c local -e ansible_python_interpreter="$PY" playbooks/gpu.yml --tags nccl,probe
     echo "rc=$?"
+    echo "### /etc/nccl.conf"; cat /etc/nccl.conf
+    echo "### /etc/gpuhost/nccl.env"; cat /etc/gpuhost/nccl.env
   } >"$OUT/ansible.txt" 2>&1
   tail -c 6000 "$OUT/ansible.txt"
 fi
