@@ -214,6 +214,24 @@ def flag_rules(renames=None, removed=None, version=None):
     return out_ren, out_rem
 
 
+def reverse_renames(renames, version):
+    """Renames whose range starts AFTER ``version``: the new name is not known yet, the old one is.
+
+    Returns ``{new: entry}`` where ``entry["new"]`` is the OLD name (the one to use on this version).
+    """
+    out = {}
+    if isinstance(renames, dict):
+        renames = [{"old": k, "new": v} for k, v in renames.items()]
+    for e in renames or []:
+        if e.get("since") in (None, "") or version is None:
+            continue
+        if parse_version(version) < parse_version(e["since"]):
+            new = normalize_name(e["new"], "renames")
+            out[new] = dict(e, old=new, new=normalize_name(e["old"], "renames"),
+                            evidence="this version predates the rename (since %s); %s" % (e["since"], e.get("evidence") or ""))
+    return out
+
+
 def precheck(options, renames=None, removed=None, abbreviations=None, version=None, var_name="options"):
     """Data-only check (no parser): renamed, removed and known-abbreviated option names."""
     ren, rem = flag_rules(renames, removed, version)

@@ -152,7 +152,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
-    OptionsError, PROBE_SOURCE, classify, flag_rules, normalize_name, server_argv, shell_quote, split_argv, suggested_argv)
+    OptionsError, PROBE_SOURCE, classify, flag_rules, normalize_name, reverse_renames, server_argv, shell_quote, split_argv,
+    suggested_argv)
 
 
 class ProbeFailure(Exception):
@@ -229,6 +230,8 @@ def main():
     argv = server_argv(p["options"], negatable=negatable)
     try:
         renames, removed = flag_rules(p["renames"], p["removed"], version)
+        for new_name, entry in reverse_renames(p["renames"], version).items():
+            renames.setdefault(new_name, entry)
     except OptionsError as exc:
         module.fail_json(msg=str(exc), **result)
     # Names whose value is false/null are checked for existence too (a typo must not vanish silently).

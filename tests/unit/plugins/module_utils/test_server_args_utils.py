@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
-    OptionsError, classify, flag_rules, format_error, normalize_name, parse_version, precheck, server_argv,
+    OptionsError, classify, flag_rules, format_error, normalize_name, parse_version, precheck, reverse_renames, server_argv,
     shell_quote, split_argv, suggested_argv, systemd_exec, systemd_quote, version_in_range)
 
 
@@ -217,6 +217,13 @@ def test_flag_rules_filters_by_version():
     assert ren == {} and rem == {}
     ren = flag_rules({"--a_b": "c"}, None, "1.0")[0]
     assert ren["a-b"]["new"] == "c"
+
+
+def test_reverse_renames_only_before_the_rename():
+    rev = reverse_renames(RENAMES, "0.5.20")
+    assert list(rev) == ["dsa-decode-backend"] and rev["dsa-decode-backend"]["new"] == "nsa-decode-backend"
+    assert reverse_renames(RENAMES, "0.5.23") == {}
+    assert reverse_renames({"a": "b"}, "0.1") == {}
 
 
 @pytest.mark.parametrize("renames,removed,needle", [

@@ -88,6 +88,15 @@ def test_false_or_null_values_of_unknown_options_are_still_reported(fake_python)
     assert out["suggested_argv"] == ["--model-path", "/m"]
 
 
+def test_new_name_on_a_version_before_the_rename_points_back_to_the_old_name(fake_python):
+    # the stand-in (9.9.1) only knows --dsa-decode-backend; pretend the rename to it happens in 10.0
+    out = run_module({"python": fake_python, "options": {"model-path": "/m", "tp-size": 1, "nsa-decode-backend": "trtllm"},
+                      "renames": [{"old": "dsa-decode-backend", "new": "nsa-decode-backend", "since": "10.0"}]})
+    err = out["errors"][0]
+    assert (err["option"], err["problem"], err["replacement"]) == ("nsa-decode-backend", "renamed", "dsa-decode-backend")
+    assert "predates the rename" in err["evidence"]
+
+
 def test_rename_outside_its_version_range_is_just_unknown(fake_python):
     out = run_module({"python": fake_python, "options": {"model-path": "/m", "nsa-decode-backend": "trtllm"},
                       "renames": [dict(RENAMES[0], until="1.0")]})
