@@ -93,12 +93,14 @@ def allreduce_rank(rank, world, sizes, iters, path):
         dist.barrier()
         torch.cuda.synchronize()
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # small messages: run >= ~64 MiB of traffic per timing (at most 500 iterations) against one-off stalls
+        n = iters if size >= (64 << 20) else max(iters, min(500, iters * ((64 << 20) // size)))
         start.record()
-        for _ in range(iters):
+        for _ in range(n):
             dist.all_reduce(x)
         stop.record()
         stop.synchronize()
-        ms = torch.tensor([start.elapsed_time(stop) / iters], device="cuda")
+        ms = torch.tensor([start.elapsed_time(stop) / n], device="cuda")
         dist.all_reduce(ms, op=dist.ReduceOp.MAX)
         sec = ms.item() / 1e3
         algbw = size / sec / 1e9

@@ -96,6 +96,14 @@ def bus_bandwidth(size_bytes, seconds, world):
     return algbw, algbw * 2.0 * (world - 1) / world
 
 
+def iters_for_size(size_bytes, iters, reference=64 << 20, cap=500):
+    """More iterations for small messages so the timed loop is long against one-off stalls:
+    ``iters`` at >= 64 MiB, scaled up by 64 MiB / size below it, at most ``cap`` (never fewer than ``iters``)."""
+    if size_bytes >= reference:
+        return iters
+    return max(iters, min(cap, iters * (reference // max(size_bytes, 1))))
+
+
 def _threshold_for(expected, absolute, fraction):
     """The bar a figure must clear: the larger of the absolute bar and fraction x expected (each if set)."""
     bars = []
@@ -242,6 +250,7 @@ def _allreduce_child(queue, rank, world, port, devices, sizes, iters, warmup, ba
         results = []
         for size in sizes:
             numel = max(1, size // 4)
+            n_iters = iters_for_size(numel * 4, iters)
             buf = torch.ones(numel, dtype=torch.float32, device=device)
             for _ in range(warmup):
                 dist.all_reduce(buf)
@@ -255,14 +264,14 @@ def _allreduce_child(queue, rank, world, port, devices, sizes, iters, warmup, ba
                 ev_start = torch.cuda.Event(enable_timing=True)
                 ev_stop = torch.cuda.Event(enable_timing=True)
                 ev_start.record()
-                for _ in range(iters):
+                for _ in range(n_iters):
                     dist.all_reduce(buf)
                 ev_stop.record()
                 ev_stop.synchronize()
                 elapsed = ev_start.elapsed_time(ev_stop) / 1e3
             else:
                 start = time.perf_counter()
-                for _ in range(iters):
+                for _ in range(n_iters):
                     dist.all_reduce(buf)
                 elapsed = time.perf_counter() - start
             # after `iters` sums of `world` ranks starting from 1.0 every element is world ** iters;
@@ -274,9 +283,9 @@ def _allreduce_child(queue, rank, world, port, devices, sizes, iters, warmup, ba
             expected_sum = world * (world + 1) / 2.0
             if not bool((check == expected_sum).all()):
                 raise RuntimeError("all-reduce returned a wrong sum")
-            seconds = float(t.item()) / iters
+            seconds = float(t.item()) / n_iters
             algbw, busbw = bus_bandwidth(numel * 4, seconds, world)
-            results.append({"size_bytes": numel * 4, "time_us": round(seconds * 1e6, 2),
+            results.append({"size_bytes": numel * 4, "iters": n_iters, "time_us": round(seconds * 1e6, 2),
                             "algbw_gbps": round(algbw, 2), "busbw_gbps": round(busbw, 2)})
             del buf
         dist.destroy_process_group()

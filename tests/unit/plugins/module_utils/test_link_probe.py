@@ -179,3 +179,10 @@ def test_allreduce_plumbing_on_cpu_with_gloo():
     assert [r["size_bytes"] for r in rows] == [1 << 16, 1 << 20]
     for r in rows:
         assert r["time_us"] > 0 and r["busbw_gbps"] == pytest.approx(r["algbw_gbps"])  # n=2: factor 1
+
+
+@pytest.mark.parametrize("size,iters,expected", [
+    (1 << 30, 20, 20), (64 << 20, 20, 20), (16 << 20, 20, 80), (1 << 20, 20, 500), (4, 20, 500), (1 << 20, 1000, 1000),
+])
+def test_iters_for_size(size, iters, expected):
+    assert lp.iters_for_size(size, iters) == expected
