@@ -207,7 +207,7 @@ def _norm_list(var, values, problems):
 
 
 def preflight_problems(mode, vfio_gpus, lxc_gpus, pci_addresses, iommu, nvidia_gpus=(), acs_disable=False,
-                       ctid=None, guests=None, vars_prefix="proxmox_host"):
+                       ctid=None, guests=None, vars_prefix="proxmox_host", lxc_var=None):
     """Check a host-mode request against the host, before anything changes.
 
     Returns (problems, normalized) where problems is a list of sentences, each naming the variable and
@@ -216,7 +216,7 @@ def preflight_problems(mode, vfio_gpus, lxc_gpus, pci_addresses, iommu, nvidia_g
     controllers; ``iommu``: iommu_evidence(); ``guests``: {'qemu': [ids], 'lxc': [ids]}.
     """
     problems = []
-    vvar, lvar, mvar = vars_prefix + "_vfio_gpus", vars_prefix + "_lxc_gpus", vars_prefix + "_mode"
+    vvar, lvar, mvar = vars_prefix + "_vfio_gpus", lxc_var or vars_prefix + "_lxc_gpus", vars_prefix + "_mode"
     if mode not in HOST_MODES:
         problems.append("%s: %r is not a valid mode (allowed: %s)" % (mvar, mode, ", ".join(HOST_MODES)))
     vfio = _norm_list(vvar, vfio_gpus, problems)

@@ -38,6 +38,10 @@ options:
     type: list
     elements: str
     default: []
+  lxc_gpus_var:
+    description: Variable name used for O(lxc_gpus) in problem messages.
+    type: str
+    default: proxmox_host_lxc_gpus
   ctid:
     description: Container id requested for the serving container; a QEMU VM id is reported in RV(problems).
     type: str
@@ -85,7 +89,7 @@ cpu:
   type: dict
   sample: {vendor: amd, vmx: false, svm: true}
 iommu:
-  description: IOMMU evidence (capable, vendor, reason), running mode and the number of IOMMU groups.
+  description: IOMMU evidence (capable, vendor, reason), running mode, number of IOMMU groups and the kernel_args to enable it.
   returned: always
   type: dict
 cmdline:
@@ -204,6 +208,7 @@ def gather(module):
     iommu = pve_pci.iommu_evidence(cpu, tables, ngroups)
     iommu["mode"] = pve_pci.iommu_mode_from_cmdline(cmdline)
     iommu["groups"] = ngroups
+    iommu["kernel_args"] = pve_pci.iommu_kernel_args(cpu["vendor"]) if cpu["vendor"] in ("intel", "amd") else []
     res.update(cpu=cpu, iommu=iommu, cmdline=cmdline)
 
     pbt = module.get_bin_path("proxmox-boot-tool")
@@ -252,7 +257,8 @@ def gather(module):
     res["p2p"] = pve_pci.p2p_report(p["mode"], iommu["mode"], devices, res["virtualization"])
     nvidia_addrs = sorted(set(res["p2p"]["gpus"]) | set(gpus))
     res["problems"], res["requested"] = pve_pci.preflight_problems(
-        p["mode"], p["vfio_gpus"], p["lxc_gpus"], addrs, iommu, nvidia_addrs, p["acs_disable"], p["ctid"], res["guests"])
+        p["mode"], p["vfio_gpus"], p["lxc_gpus"], addrs, iommu, nvidia_addrs, p["acs_disable"], p["ctid"], res["guests"],
+        lxc_var=p["lxc_gpus_var"])
     return res
 
 
@@ -262,6 +268,7 @@ def main():
             mode=dict(type="str", default="none"),
             vfio_gpus=dict(type="list", elements="str", default=[]),
             lxc_gpus=dict(type="list", elements="str", default=[]),
+            lxc_gpus_var=dict(type="str", default="proxmox_host_lxc_gpus"),
             ctid=dict(type="str"),
             acs_disable=dict(type="bool", default=False),
             sysroot=dict(type="path", default="/"),
