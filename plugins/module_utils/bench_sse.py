@@ -59,13 +59,17 @@ def split_groups(reads):
         buf = buf + chunk if buf else chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
-        if b"\n\n" not in buf:
+        end = buf.rfind(b"\n\n")
+        if end < 0:
             continue
-        parts = buf.split(b"\n\n")
-        buf = parts.pop()
-        payloads = [e[5:].strip() for e in parts if e[:5] == b"data:" and b"\n" not in e]
-        if len(payloads) != len(parts):
-            payloads = [x for x in (_event_payload(e) for e in parts if e) if x is not None]
+        body = buf[:end]
+        buf = buf[end + 2:]
+        # fast path: every event is exactly "data: <payload>" (what SGLang/vLLM/transformers send)
+        k = body.count(b"\n\n") + 1
+        if body[:6] == b"data: " and body.count(b"\n") == 2 * (k - 1) and body.count(b"\n\ndata: ") == k - 1:
+            payloads = body[6:].split(b"\n\ndata: ")
+        else:
+            payloads = [x for x in (_event_payload(e) for e in body.split(b"\n\n") if e) if x is not None]
         if payloads:
             groups.append((t, payloads))
     return groups, buf.strip()
@@ -102,16 +106,17 @@ _SLOW_MARKERS = (b'usage":{', b'usage": {', b'finish_reason":"', b'finish_reason
 _LOGPROB_MARKERS = (b'logprobs":{', b'logprobs": {', b'logprobs":[', b'logprobs": [')
 
 
-def _fast_texts(payloads, api, logprobs=False):
+def _fast_texts(payloads, api, logprobs=False, markers=True):
     """Texts of plain content events (one choice, nothing else of interest), or None to decode fully.
 
     Events are JSON objects, so an unescaped double quote never occurs inside a captured string
     body; the bodies are decoded together by one ``json.loads`` of an array of strings.
     """
     blob = b"\n".join(payloads)
-    for m in _SLOW_MARKERS:
-        if m in blob:
-            return None
+    if markers:
+        for m in _SLOW_MARKERS:
+            if m in blob:
+                return None
     if logprobs:
         for m in _LOGPROB_MARKERS:
             if m in blob:
@@ -156,16 +161,23 @@ def parse_reads(reads, api="completions", logprobs=False):
             if not payloads:
                 continue
         state["events"] += len(payloads)
-        texts = _fast_texts(payloads, api, logprobs)
-        if texts is not None:
-            nonempty = [x for x in texts if x]
-            if nonempty:
-                chunk_times.extend([t] * len(nonempty))
-                pieces.extend(nonempty)
-            state["empty"] += len(texts) - len(nonempty)
-            continue
-        for o in decode_payloads(payloads):
-            _slow_event(o, t, api, state, chunk_times, pieces)
+        # finish_reason/usage live in the last events of a stream: when a whole response arrives in one
+        # read, its last few events take the full decoder and the rest stays on the fast path
+        # (the head skips the marker scan: an error or multi-choice event there breaks the one-text-per-event
+        # count and falls back anyway; usage/finish_reason come from the fully decoded tail)
+        split = len(payloads) > 6
+        head, rest = (payloads[:-3], payloads[-3:]) if split else (payloads, [])
+        texts = _fast_texts(head, api, logprobs, markers=not split)
+        if texts is None:
+            texts, rest = [], payloads
+        nonempty = [x for x in texts if x]
+        if nonempty:
+            chunk_times.extend([t] * len(nonempty))
+            pieces.extend(nonempty)
+        state["empty"] += len(texts) - len(nonempty)
+        if rest:
+            for o in decode_payloads(rest):
+                _slow_event(o, t, api, state, chunk_times, pieces)
     return {
         "chunk_times": chunk_times,
         "text": "".join(pieces),

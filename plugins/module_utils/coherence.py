@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import math
+import operator
 import re
 import unicodedata
 from collections import Counter
@@ -82,7 +83,7 @@ def repetition_flag(text, min_words=16, coverage=0.6, tail_words=64):
             return False
         need = coverage * n - max_period
         for p in range(1, max_period + 1):
-            same = sum(1 for a, b in zip(words, words[p:]) if a == b)
+            same = sum(map(operator.eq, words, words[p:]))
             if same >= need and same >= 3 * p:
                 return True
         return False
