@@ -129,14 +129,14 @@ def evaluate(pairs, allreduce, expect, min_p2p_gbps=None, min_p2p_fraction=0.5, 
     for meas in pairs:
         key = (meas["src"], meas["dst"])
         exp = expect["pairs"].get(key, {})
-        bar, why = _threshold_for(exp.get("expected_gbps"), min_p2p_gbps, min_p2p_fraction)
+        floor, why = _threshold_for(exp.get("expected_gbps"), min_p2p_gbps, min_p2p_fraction)
         reasons = []
-        if bar is not None and meas["bandwidth_gbps"] < bar:
-            reasons.append("bandwidth %.1f < %.1f GB/s (%s)" % (meas["bandwidth_gbps"], bar, why))
+        if floor is not None and meas["bandwidth_gbps"] < floor:
+            reasons.append("bandwidth %.1f < %.1f GB/s (%s)" % (meas["bandwidth_gbps"], float(floor), why))
         if max_latency_us is not None and meas.get("latency_us") is not None and meas["latency_us"] > max_latency_us:
             reasons.append("latency %.1f > %.1f us" % (meas["latency_us"], max_latency_us))
         row = {"src": meas["src"], "dst": meas["dst"], "path": exp.get("path"), "bandwidth_gbps": meas["bandwidth_gbps"],
-               "expected_gbps": exp.get("expected_gbps"), "threshold_gbps": None if bar is None else round(bar, 2),
+               "expected_gbps": exp.get("expected_gbps"), "threshold_gbps": None if floor is None else round(floor, 2),
                "latency_us": meas.get("latency_us"), "ratio": None, "reasons": reasons}
         if exp.get("expected_gbps"):
             row["ratio"] = round(meas["bandwidth_gbps"] / exp["expected_gbps"], 3)
@@ -147,12 +147,13 @@ def evaluate(pairs, allreduce, expect, min_p2p_gbps=None, min_p2p_fraction=0.5, 
     if allreduce:
         target = [a for a in allreduce if a["size_bytes"] == gate_size] if gate_size else []
         point = target[0] if target else max(allreduce, key=lambda a: a["size_bytes"])
-        bar, why = _threshold_for(expect.get("busbw_gbps"), min_busbw_gbps, min_busbw_fraction)
+        floor, why = _threshold_for(expect.get("busbw_gbps"), min_busbw_gbps, min_busbw_fraction)
         gate = {"size_bytes": point["size_bytes"], "busbw_gbps": point["busbw_gbps"], "expected_gbps": expect.get("busbw_gbps"),
-                "threshold_gbps": None if bar is None else round(bar, 2), "failed": bool(bar is not None and point["busbw_gbps"] < bar),
-                "reason": None}
+                "threshold_gbps": None if floor is None else round(floor, 2),
+                "failed": bool(floor is not None and point["busbw_gbps"] < floor), "reason": None}
         if gate["failed"]:
-            gate["reason"] = "all-reduce busbw %.1f < %.1f GB/s at %s (%s)" % (point["busbw_gbps"], bar, human_size(point["size_bytes"]), why)
+            values = (point["busbw_gbps"], float(floor), human_size(point["size_bytes"]), why)
+            gate["reason"] = "all-reduce busbw %.1f < %.1f GB/s at %s (%s)" % values
     failed = bool(slow) or bool(gate and gate["failed"])
     msg_parts = []
     if slow:
@@ -200,12 +201,12 @@ def _p2p_child(queue, devices, size_bytes, iters, warmup, latency_iters):
                     continue
                 a = torch.empty(size_bytes, dtype=torch.uint8, device="cuda:%d" % src).fill_(1)
                 b = torch.empty(size_bytes, dtype=torch.uint8, device="cuda:%d" % dst)
-                for _ in range(warmup):
+                for dummy in range(warmup):
                     b.copy_(a, non_blocking=True)
                 torch.cuda.synchronize(src)
                 torch.cuda.synchronize(dst)
                 start = time.perf_counter()
-                for _ in range(iters):
+                for dummy in range(iters):
                     b.copy_(a, non_blocking=True)
                 torch.cuda.synchronize(src)
                 torch.cuda.synchronize(dst)
@@ -215,7 +216,7 @@ def _p2p_child(queue, devices, size_bytes, iters, warmup, latency_iters):
                 small_a = torch.ones(1, dtype=torch.int32, device="cuda:%d" % src)
                 small_b = torch.zeros(1, dtype=torch.int32, device="cuda:%d" % dst)
                 lat = []
-                for _ in range(latency_iters):
+                for dummy in range(latency_iters):
                     t0 = time.perf_counter()
                     small_b.copy_(small_a, non_blocking=True)
                     torch.cuda.synchronize(dst)
@@ -252,7 +253,7 @@ def _allreduce_child(queue, rank, world, port, devices, sizes, iters, warmup, ba
             numel = max(1, size // 4)
             n_iters = iters_for_size(numel * 4, iters)
             buf = torch.ones(numel, dtype=torch.float32, device=device)
-            for _ in range(warmup):
+            for dummy in range(warmup):
                 dist.all_reduce(buf)
             sync()
             dist.barrier()
@@ -264,14 +265,14 @@ def _allreduce_child(queue, rank, world, port, devices, sizes, iters, warmup, ba
                 ev_start = torch.cuda.Event(enable_timing=True)
                 ev_stop = torch.cuda.Event(enable_timing=True)
                 ev_start.record()
-                for _ in range(n_iters):
+                for dummy in range(n_iters):
                     dist.all_reduce(buf)
                 ev_stop.record()
                 ev_stop.synchronize()
                 elapsed = ev_start.elapsed_time(ev_stop) / 1e3
             else:
                 start = time.perf_counter()
-                for _ in range(n_iters):
+                for dummy in range(n_iters):
                     dist.all_reduce(buf)
                 elapsed = time.perf_counter() - start
             # after `iters` sums of `world` ranks starting from 1.0 every element is world ** iters;

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Apache License 2.0 (see LICENSE)
 
 from __future__ import (absolute_import, division, print_function)
@@ -17,11 +18,11 @@ description:
     persistence mode, power limit, virtualization mode), the driver and CUDA versions, the NVML P2P status
     matrices (read, write, nvlink, atomics), the topology matrix (C(nvidia-smi topo -m) legend) and the
     virtualization of the box.
-  - With no C(pynvml), no driver or no GPU it returns O(gpu_count=0) and a C(reason), and fails only when
+  - With no C(pynvml), no driver or no GPU it returns RV(gpu_count=0) and a C(reason), and fails only when
     O(require_gpus=true).
   - The facts are also set as the C(gpuhost_gpu) host fact.
 author:
-  - gpuhost.sglang contributors
+  - gpuhost.sglang contributors (@gpuhost)
 requirements:
   - nvidia-ml-py (pynvml) on the target, only where GPUs are expected
 options:
@@ -63,8 +64,10 @@ notes:
   - Supports check mode; it changes nothing.
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 """
 
@@ -89,7 +92,7 @@ gpu_count:
   type: int
   sample: 8
 reason:
-  description: Why O(gpu_count) is 0 (missing library, driver not loaded, ...); null when GPUs were read.
+  description: Why RV(gpu_count) is 0 (missing library, driver not loaded, ...); null when GPUs were read.
   returned: always
   type: str
   sample: python module pynvml (nvidia-ml-py) is not installed

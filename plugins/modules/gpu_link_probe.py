@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Apache License 2.0 (see LICENSE)
 
 from __future__ import (absolute_import, division, print_function)
@@ -21,7 +22,7 @@ description:
     as a table. This is what catches a GPU path throttled by a virtualized (VFIO/IOMMU) PCIe route.
   - A hung P2P or NCCL path is killed after O(timeout) seconds and reported as a failure.
 author:
-  - gpuhost.sglang contributors
+  - gpuhost.sglang contributors (@gpuhost)
 requirements:
   - torch with CUDA (and NCCL) on the target
   - nvidia-ml-py (pynvml) on the target when O(facts) is not given
@@ -92,8 +93,10 @@ notes:
   - Supports check mode; the probe only reads, so it runs in check mode too.
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 """
 
@@ -133,7 +136,7 @@ pairs:
       latency_us: 14.1
       reasons: []
 slow_pairs:
-  description: The rows of O(pairs) that missed a threshold.
+  description: The rows of RV(pairs) that missed a threshold.
   returned: always
   type: list
   elements: dict
@@ -160,19 +163,15 @@ failed_thresholds:
   type: bool
 """
 
-import traceback
+import importlib.util
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils import link_probe, nvml_facts
 
-try:
-    import torch  # noqa: F401  (imported for the availability check; children use it)
-    HAS_TORCH = True
-    TORCH_IMPORT_ERROR = None
-except ImportError:
-    HAS_TORCH = False
-    TORCH_IMPORT_ERROR = traceback.format_exc()
+# torch is imported only in the forked measuring processes (the module process never initialises CUDA)
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+TORCH_IMPORT_ERROR = None if HAS_TORCH else "ImportError: No module named 'torch'"
 
 try:
     import pynvml

@@ -114,8 +114,8 @@ def test_read_hypervisor(tmp_path):
     dmi.mkdir(parents=True)
     (dmi / "product_name").write_text("Standard PC (Q35 + ICH9, 2009)\n")
     (dmi / "sys_vendor").write_text("QEMU\n")
-    assert nf.read_hypervisor(str(tmp_path)) == {"hypervisor_flag": True, "dmi_product": "Standard PC (Q35 + ICH9, 2009)",
-                                                  "dmi_vendor": "QEMU"}
+    expected = {"hypervisor_flag": True, "dmi_product": "Standard PC (Q35 + ICH9, 2009)", "dmi_vendor": "QEMU"}
+    assert nf.read_hypervisor(str(tmp_path)) == expected
     (tmp_path / "proc" / "cpuinfo").write_text("flags\t\t: fpu vme sse\n")
     assert nf.read_hypervisor(str(tmp_path))["hypervisor_flag"] is False
     assert nf.read_hypervisor(str(tmp_path / "nothing")) == {"hypervisor_flag": False, "dmi_product": None, "dmi_vendor": None}

@@ -68,8 +68,8 @@ def test_healthy_box_passes(monkeypatch, capsys, rtx_facts):
 
 
 def test_report_only(monkeypatch, capsys, rtx_facts):
-    code, out, _ = run(monkeypatch, capsys, {"facts": rtx_facts, "devices": [0, 1], "fail_on_slow": False, "measure": ["p2p"]},
-                       p2p_gbps=lambda i, j: 3.0, busbw=None)
+    args = {"facts": rtx_facts, "devices": [0, 1], "fail_on_slow": False, "measure": ["p2p"]}
+    code, out, dummy = run(monkeypatch, capsys, args, p2p_gbps=lambda i, j: 3.0, busbw=None)
     assert code == 0 and out["failed_thresholds"] is True and len(out["slow_pairs"]) == 2 and out["allreduce"] == []
 
 
