@@ -223,12 +223,13 @@ def pct_set_argv(ctid, plan):
     return argv
 
 
-def render_lxc_raw(entries, nodes, cgroup_v1=False):
+def render_lxc_raw(entries, nodes, cgroup_v1=False, host_dev_root="/dev"):
     """Render the raw LXC keys PVE derives from ``devN`` entries (device allow + node in the container).
 
     ``entries``: {devN: value}; ``nodes``: host node dicts (path, type, major, minor). PVE creates the
     node inside the container from its type/major/minor; a plain LXC container gets the same effect
     from a bind mount plus the cgroup device allow rule. ``cgroup_v1`` adds the legacy key too.
+    ``host_dev_root`` is where the bind sources live (tests keep their nodes outside /dev).
     """
     by_path = {n["path"]: n for n in nodes}
     lines = []
@@ -241,7 +242,8 @@ def render_lxc_raw(entries, nodes, cgroup_v1=False):
         lines.append("lxc.cgroup2.devices.allow = %s" % rule)
         if cgroup_v1:
             lines.append("lxc.cgroup.devices.allow = %s" % rule)
-        lines.append("lxc.mount.entry = %s %s none bind,optional,create=file" % (path, path.lstrip("/")))
+        source = os.path.join(host_dev_root, path[len("/dev/"):])
+        lines.append("lxc.mount.entry = %s %s none bind,optional,create=file" % (source, path.lstrip("/")))
     return "\n".join(lines) + ("\n" if lines else "")
 
 

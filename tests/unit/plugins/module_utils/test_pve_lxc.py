@@ -92,6 +92,23 @@ def test_render_raw_uses_real_majors():
     assert "lxc.mount.entry = /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file" in raw
     with pytest.raises(x.LxcError):
         x.render_lxc_raw({"dev0": "/dev/nvidia9"}, HOST)
+    moved = x.render_lxc_raw(plan["entries"], HOST, host_dev_root="/tmp/hd")
+    assert "lxc.mount.entry = /tmp/hd/nvidia-caps/nvidia-cap1 dev/nvidia-caps/nvidia-cap1 none bind,optional,create=file" in moved
+
+
+def test_discover_nodes_reads_real_numbers(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    os.mknod(str(tmp_path / "nvidia0"), 0o20666, os.makedev(195, 0))
+    os.mknod(str(tmp_path / "nvidia-uvm"), 0o20666, os.makedev(508, 0))
+    (tmp_path / "nvidia-caps").mkdir()
+    os.mknod(str(tmp_path / "nvidia-caps" / "nvidia-cap1"), 0o20400, os.makedev(237, 1))
+    (tmp_path / "sda").write_text("")
+    nodes = {n["path"]: n for n in x.discover_nodes(str(tmp_path))}
+    assert nodes["/dev/nvidia0"] == {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}
+    assert nodes["/dev/nvidia-uvm"]["major"] == 508
+    assert nodes["/dev/nvidia-caps/nvidia-cap1"]["minor"] == 1
+    assert nodes["/dev/nvidia-caps"]["type"] == "d" and "/dev/sda" not in nodes
 
 
 @pytest.mark.parametrize("bad", ["nvidia0", "/dev/a,b", "/dev/x=y"])
