@@ -18,12 +18,13 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import ProfileError, select_profile
 from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
-    OptionsError, precheck, server_argv as _server_argv, shell_quote as _shell_quote, systemd_exec as _systemd_exec)
+    OptionsError, negatable_for, precheck, server_argv as _server_argv, shell_quote as _shell_quote, systemd_exec as _systemd_exec)
 
 
 def server_argv(options, negatable=None, flag_data=None, engine_version=None, var_name="options"):
     """Render options; with ``flag_data`` (one engine's entry of sglang_flags) reject renamed,
-    removed and known-abbreviated names first, all at once."""
+    removed and known-abbreviated names first, all at once, and take ``negatable`` from its data for
+    ``engine_version`` when not given."""
     try:
         if flag_data:
             if not isinstance(flag_data, dict):
@@ -32,6 +33,8 @@ def server_argv(options, negatable=None, flag_data=None, engine_version=None, va
                               engine_version, var_name)
             if errors:
                 raise OptionsError("%s: %s" % (var_name, "; ".join(e["text"] for e in errors)))
+            if negatable is None:
+                negatable = negatable_for(flag_data.get("negatable"), engine_version)
         return _server_argv(options, negatable or (), var_name)
     except OptionsError as exc:
         raise AnsibleFilterError(str(exc))

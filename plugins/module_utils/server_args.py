@@ -232,6 +232,20 @@ def reverse_renames(renames, version):
     return out
 
 
+def negatable_for(entries, version):
+    """Option names with a ``--no-x`` form for ``version``, from flags.yml ``negatable`` entries
+    (``[{since?, until?, options: [...]}]``); an unknown version matches no ranged entry."""
+    names = []
+    for i, e in enumerate(entries or []):
+        if not isinstance(e, dict) or not isinstance(e.get("options"), list):
+            raise OptionsError("negatable[%d] must be a dict with a list 'options' (optional since, until, evidence), got %r" % (i, e))
+        ranged = e.get("since") not in (None, "") or e.get("until") not in (None, "")
+        if ranged and (version in (None, "") or not version_in_range(version, e.get("since"), e.get("until"))):
+            continue
+        names.extend(normalize_name(n, "negatable") for n in e["options"])
+    return names
+
+
 def precheck(options, renames=None, removed=None, abbreviations=None, version=None, var_name="options"):
     """Data-only check (no parser): renamed, removed and known-abbreviated option names."""
     ren, rem = flag_rules(renames, removed, version)

@@ -160,6 +160,25 @@ def test_flags_yml_matches_the_pinned_parser():
     assert sorted(w["option"] for w in out["parser_warnings"]) == sorted(d["option"] for d in FLAGS["deprecated"])
 
 
+def test_negatable_data_matches_the_pinned_parser():
+    """flags.yml's negatable list for 0.5.23 is exactly the parser's BooleanOptionalAction set: the filter
+    renders what the module renders."""
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import negatable_for, server_argv
+    names = negatable_for(FLAGS["negatable"], PINNED)
+    opts = {"model-path": "/m"}
+    opts.update({n: False for n in names})
+    out = run_module(opts)
+    assert out["errors"] == []
+    assert out["argv"] == server_argv(opts, negatable=names)
+    assert sorted(a for a in out["argv"] if a.startswith("--no-")) == sorted("--no-" + n for n in names)
+    code = ("import argparse\nfrom sglang.srt.server_args import ServerArgs\np = argparse.ArgumentParser()\n"
+            "ServerArgs.add_cli_args(p)\nprint(' '.join(sorted(a.option_strings[0][2:] for a in p._actions "
+            "if type(a).__name__ == 'BooleanOptionalAction')))")
+    proc = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == sorted(names)
+
+
 @pytest.mark.parametrize("family", ["glm-dsa", "deepseek-dsa"])
 def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
     from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import select_profile

@@ -43,6 +43,17 @@ def test_server_argv_precheck_with_flag_data_lists_every_problem():
     assert F["server_argv"]({"nsa-decode-backend": "trtllm"}, flag_data=flags, engine_version="0.5.15") == ["--nsa-decode-backend", "trtllm"]
 
 
+def test_server_argv_takes_negations_from_flag_data_for_the_version():
+    flags = _vars("flags.yml")["sglang_flags"]["sglang"]
+    opts = {"enable-dsa-fused-indexer": False, "disable-shared-experts-fusion": False}
+    assert F["server_argv"](opts, flag_data=flags, engine_version="0.5.23") == ["--no-enable-dsa-fused-indexer"]
+    assert F["server_argv"](opts, flag_data=flags, engine_version="0.5.22") == []
+    assert F["server_argv"](opts, flag_data=flags) == []
+    assert F["server_argv"](opts, ["disable-shared-experts-fusion"], flags, "0.5.23") == ["--no-disable-shared-experts-fusion"]
+    with pytest.raises(AnsibleFilterError, match=r"negatable\[0\] must be a dict"):
+        F["server_argv"](opts, flag_data={"negatable": ["x"]}, engine_version="0.5.23")
+
+
 @pytest.mark.parametrize("call", [
     lambda: F["server_argv"]("--tp 8"),
     lambda: F["server_argv"]({"x": [[1]]}),
