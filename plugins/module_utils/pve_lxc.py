@@ -10,7 +10,7 @@ never written anywhere. This module computes which entries a container needs fro
 PVE generates from them (used to boot a plain LXC container in tests).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
@@ -257,7 +257,7 @@ def parse_gpu_information(text):
     """Parse /proc/driver/nvidia/gpus/BDF/information; returns {'minor': int|None, 'model': str|None}."""
     out = {"minor": None, "model": None}
     for line in (text or "").splitlines():
-        k, _, v = line.partition(":")
+        k, _sep, v = line.partition(":")
         if k.strip() == "Device Minor":
             out["minor"] = int(v.strip())
         elif k.strip() == "Model":

@@ -8,7 +8,7 @@ PCI address (BDF) validation, ``lspci -D -vvv`` parsing (ACS control per bridge)
 readiness report. Pure functions: callers pass file contents / command output in.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
@@ -98,7 +98,7 @@ def cpu_virt_flags(cpuinfo_text):
     flags = set()
     vendor = None
     for line in cpuinfo_text.splitlines():
-        key, _, val = line.partition(":")
+        key, _sep, val = line.partition(":")
         key = key.strip()
         if key == "flags" and not flags:
             flags = set(val.split())

@@ -1,9 +1,10 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Apache License 2.0 (see LICENSE)
 
-from __future__ import absolute_import, division, print_function
+from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
@@ -22,7 +23,7 @@ description:
     an argument the operator had already set. A drop-in left for the other bootloader is removed.
   - Returns the commands that must run to make the change bootable in RV(refresh_commands).
 author:
-  - gpuhost.sglang contributors
+  - gpuhost.sglang contributors (@gpuhost)
 options:
   args:
     description: Kernel arguments that must be present (each a single C(key) or C(key=value)).

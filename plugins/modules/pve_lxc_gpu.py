@@ -1,9 +1,10 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Apache License 2.0 (see LICENSE)
 
-from __future__ import absolute_import, division, print_function
+from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
@@ -20,7 +21,7 @@ description:
   - Entries for non-NVIDIA devices are never touched; NVIDIA entries keep their index, stale ones are deleted.
   - Requires Proxmox VE 8.1 or later (C(devN) support in C(pct)).
 author:
-  - gpuhost.sglang contributors
+  - gpuhost.sglang contributors (@gpuhost)
 options:
   ctid:
     description: The container id (100..999999999). The container must exist.
@@ -79,7 +80,7 @@ entries:
   description: The container's NVIDIA devN entries after the change.
   returned: always
   type: dict
-  sample: {dev0: /dev/nvidia0,gid=44, dev1: /dev/nvidiactl,gid=44}
+  sample: {"dev0": "/dev/nvidia0,gid=44", "dev1": "/dev/nvidiactl,gid=44"}
 set:
   description: Entries written by this run.
   returned: always

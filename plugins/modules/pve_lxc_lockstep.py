@@ -1,9 +1,10 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Apache License 2.0 (see LICENSE)
 
-from __future__ import absolute_import, division, print_function
+from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
@@ -15,11 +16,11 @@ version_added: "0.1.0"
 description:
   - Reads the host's NVIDIA kernel module version from /proc/driver/nvidia/version, then runs a probe in the
     container with C(pct exec) that lists its libnvidia-ml.so.* and runs C(nvidia-smi).
-  - A version difference, or NVML's C(Failed to initialize NVML: Driver/library version mismatch), is reported with
-    the fix (upgrade order host driver, reboot, container libraries); with O(fail=true) the task fails.
+  - "A version difference, or NVML's C(Failed to initialize NVML: Driver/library version mismatch), is reported with
+    the fix (upgrade order host driver, reboot, container libraries); with O(fail=true) the task fails."
   - Changes nothing; safe in check mode.
 author:
-  - gpuhost.sglang contributors
+  - gpuhost.sglang contributors (@gpuhost)
 options:
   ctid:
     description: The running container to probe.

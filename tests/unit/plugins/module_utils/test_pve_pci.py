@@ -1,4 +1,4 @@
-from __future__ import absolute_import, division, print_function
+from __future__ import (absolute_import, division, print_function)
 
 __metaclass__ = type
 
@@ -98,7 +98,8 @@ IOMMU_OK = {"capable": True, "vendor": "amd", "reason": "ok"}
 IOMMU_NO = {"capable": False, "vendor": "intel", "reason": "no vmx/svm flag in /proc/cpuinfo"}
 
 
-def _pf(mode="vfio", vfio=("41:00.0",), lxc=("01:00.0",), iommu=IOMMU_OK, **kw):
+def _pf(mode="vfio", vfio=("41:00.0",), lxc=("01:00.0",), iommu=None, **kw):
+    iommu = IOMMU_OK if iommu is None else iommu
     return p.preflight_problems(mode, list(vfio), list(lxc), HOST_ADDRS, iommu, GPUS, **kw)
 
 
@@ -122,10 +123,10 @@ def test_preflight_ok_split_and_normalized():
     (dict(vfio=("41:00.0", "0000:41:00.0"), lxc=()), "proxmox_host_vfio_gpus lists 0000:41:00.0 more than once"),
 ])
 def test_preflight_problems(kw, needle):
-    problems, _ = _pf(**kw)
+    problems, dummy = _pf(**kw)
     assert any(needle in x for x in problems), problems
 
 
 def test_preflight_container_ok():
-    problems, _ = _pf(mode="lxc", vfio=(), lxc=GPUS, ctid="101", guests={"qemu": [100], "lxc": [101]})
+    problems, dummy = _pf(mode="lxc", vfio=(), lxc=GPUS, ctid="101", guests={"qemu": [100], "lxc": [101]})
     assert problems == []
