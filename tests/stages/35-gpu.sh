@@ -33,5 +33,6 @@ PYTHONPATH=$site python -m pytest -q -p no:cacheprovider -rs \
   tests/unit/plugins/module_utils/test_gpu_nccl.py tests/unit/plugins/module_utils/test_gpu_pci_arch.py \
   tests/unit/plugins/modules/test_gpu_facts.py tests/unit/plugins/modules/test_gpu_link_probe.py
 # the plumbing test must have run, not been skipped
-PYTHONPATH=$site python -m pytest -q -p no:cacheprovider tests/unit/plugins/module_utils/test_link_probe.py \
-  -k gloo 2>&1 | tee /dev/stderr | grep -q '1 passed'
+out=$(PYTHONPATH=$site python -m pytest -q -p no:cacheprovider tests/unit/plugins/module_utils/test_link_probe.py -k gloo 2>&1)
+echo "$out" | tail -1
+case "$out" in *"1 passed"*) ;; *) echo "gloo all-reduce plumbing test did not run" >&2; exit 1 ;; esac
