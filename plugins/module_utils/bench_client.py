@@ -149,11 +149,20 @@ async def _one(session, url, body, headers, timeout):
 
 
 async def _lag_monitor(state, lags, interval):
+    """Sleeper task: each overshoot of ``interval`` is one lag sample. For samples over 1 ms it also
+    records the share of that wall time this process spent on CPU (busy client vs. starved client)."""
     loop = asyncio.get_running_loop()
+    ptime = time.process_time
+    busy = state["busy"]
     while not state["stop"]:
         t = loop.time()
+        c = ptime()
         await asyncio.sleep(interval)
-        lags.append(loop.time() - t - interval)
+        wall = loop.time() - t
+        lag = wall - interval
+        lags.append(lag)
+        if lag > 0.001:
+            busy.append((ptime() - c) / wall)
 
 
 async def run_shard_async(spec):
@@ -165,7 +174,7 @@ async def run_shard_async(spec):
                                     sock_connect=spec.get("connect_timeout", 10))
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
     lags = []
-    state = {"stop": False}
+    state = {"stop": False, "busy": []}
     async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20, auto_decompress=False) as session:
         delay = spec.get("start_at", 0) - time.monotonic()
         if delay > 0:
@@ -195,6 +204,7 @@ async def run_shard_async(spec):
         "lag_p50_ms": round(lags[len(lags) // 2] * 1000, 3) if lags else None,
         "lag_p99_ms": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1000, 3) if lags else None,
         "lag_max_ms": round(lags[-1] * 1000, 3) if lags else None,
+        "lagged_cpu_share": round(sum(state["busy"]) / len(state["busy"]), 3) if state["busy"] else None,
     }
     return raws, stats
 
@@ -334,8 +344,13 @@ def client_verdict(stats, cpu_threshold=0.9, lag_threshold_ms=2.0):
         if s.get("cpu_util", 0) >= cpu_threshold:
             reasons.append("shard %d CPU %.0f%% >= %.0f%%" % (i, 100 * s["cpu_util"], 100 * cpu_threshold))
         if s.get("lag_p99_ms") is not None and s["lag_p99_ms"] > lag_threshold_ms:
-            why = ("host CPU contention: the client was not scheduled in time"
-                   if s.get("cpu_util", 0) < 0.5 else "the client's own work delayed its event loop")
+            share = s.get("lagged_cpu_share")
+            if share is None:
+                why = "unknown cause"
+            elif share >= 0.6:
+                why = "the client's own work blocked its event loop (%.0f%% CPU while lagging)" % (100 * share)
+            else:
+                why = "the client was starved of CPU by other processes (%.0f%% CPU while lagging)" % (100 * share)
             reasons.append("shard %d event-loop lag p99 %.2f ms > %.2f ms at %.0f%% CPU (%s)" % (
                 i, s["lag_p99_ms"], lag_threshold_ms, 100 * s.get("cpu_util", 0), why))
     client = {

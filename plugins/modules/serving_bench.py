@@ -624,7 +624,7 @@ def main():
             run_probes=dict(type="bool", default=True),
             probes_only=dict(type="bool", default=False),
             probe_max_tokens=dict(type="int", default=16),
-            probe_min_pass=dict(type="float", default=1.0),
+            probe_min_pass=dict(type="float", default=1.0, no_log=False),
             nan_probe=dict(type="bool", default=True),
             load_checks=dict(type="list", elements="str", choices=list(coherence.DETECTORS),
                              default=list(coherence.DETECTORS)),

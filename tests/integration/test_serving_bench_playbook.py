@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""playbooks/bench.yml end to end with ansible-playbook (the module travels through AnsiballZ, the client
+forks its shards inside it) against loopback fake servers: -e concurrency as an int, a comma list and a
+YAML list; one task per level; the table printed at the end; a failing server fails the play with the
+class, after the table and reports were written."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fakeserver import ROOT, fake_server  # pylint: disable=import-error
+
+
+def run_playbook(tmp_path, url, *extra):
+    port = url.rsplit(":", 1)[1]
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(
+        "all:\n  children:\n    sglang_servers:\n      hosts:\n        fakehost:\n"
+        "          ansible_connection: local\n          ansible_host: 127.0.0.1\n"
+        "          ansible_python_interpreter: %s\n          sglang_port: %s\n" % (sys.executable, port))
+    rep = tmp_path / "reports"
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    cmd = ["ansible-playbook", "-i", str(inv), os.path.join(ROOT, "playbooks", "bench.yml"),
+           "-e", "bench_report_dir=%s" % rep, "-e", "input_len=8", "-e", "output_len=16"] + list(extra)
+    cp = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    return cp, rep
+
+
+@pytest.mark.parametrize("conc,levels", [("4", [4]), ("1,4", [1, 4]), ('{"concurrency": [2, 1]}', [1, 2])])
+def test_bench_playbook_levels_and_table(tmp_path, conc, levels):
+    with fake_server("ok") as (url, _):
+        cp, rep = run_playbook(tmp_path, url, "-e", conc if conc.startswith("{") else "concurrency=" + conc)
+    out = cp.stdout
+    assert cp.returncode == 0, out[-3000:] + cp.stderr[-2000:]
+    for lv in levels:
+        assert "(item=%d)" % lv in out  # one loop item per level: progress in the play output
+    assert "| Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms | ITL p99 | Coherent |" in out
+    for lv in levels:
+        assert "| %d | " % lv in out
+    runs = os.listdir(rep / "runs")
+    runs = [r for r in runs if r.endswith(".json")]
+    assert len(runs) == 1
+    doc = json.loads((rep / "runs" / runs[0]).read_text())
+    assert sorted(int(k) for k in doc["levels"]) == levels
+    assert doc["coherence"]["passed"] is True
+    assert doc["fingerprint"]["host"] == "fakehost" and int(doc["fingerprint"]["gpu_count"]) == 0
+    assert os.path.isfile(rep / "latest.md") and os.path.isfile(rep / "progress.log")
+    assert os.listdir(rep / "baselines")
+
+
+def test_bench_playbook_failure_prints_table_and_class(tmp_path):
+    with fake_server("disconnect") as (url, _):
+        cp, rep = run_playbook(tmp_path, url, "-e", "concurrency=1,2", "-e", "bench_warmup=0",
+                               "-e", "bench_ignore_eos=false")
+    out = cp.stdout
+    assert cp.returncode != 0
+    assert "serving_bench failed [disconnected]" in out
+    assert "Traceback" not in out
+    assert "| Concurrency | Output tok/s" in out  # table printed by the always: section
+    assert "NO (0/8)" in out
+    assert os.path.isfile(rep / "latest.md")
+
+
+def test_bench_playbook_rejects_bad_concurrency(tmp_path):
+    with fake_server("ok") as (url, _):
+        cp, _ = run_playbook(tmp_path, url, "-e", "concurrency=abc")
+    assert cp.returncode != 0
+    assert "concurrency=abc must be an int >= 1" in cp.stdout
