@@ -65,9 +65,14 @@ def append_jsonl(path, obj):
     """Append one line with a single write() under an exclusive lock, then fsync."""
     _mkdir(os.path.dirname(os.path.abspath(path)))
     line = json.dumps(obj, sort_keys=True, default=str) + "\n"
-    with open(path, "a") as f:
+    with open(path, "a+") as f:
         if fcntl is not None:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            f.seek(size - 1)
+            if f.read(1) != "\n":  # a torn last line (crash mid-write): never glue a record onto it
+                line = "\n" + line
         f.write(line)
         f.flush()
         os.fsync(f.fileno())

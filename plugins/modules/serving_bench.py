@@ -662,13 +662,14 @@ def main():
         errs.append(str(e))
         levels = []
     if errs:
-        module.fail_json(msg="invalid input: " + "; ".join(errs), failure_class="invalid_input", **out)
+        out["failure_class"] = "invalid_input"
+        module.fail_json(msg="invalid input: " + "; ".join(errs), **out)
 
     if p["mode"] == "report":
         doc = bench_store.read_json(bench_store.run_path(p["report_dir"], run_id))
         if doc is None:
-            module.fail_json(msg="mode=report: no run file for run_id %s under %s" % (run_id, p["report_dir"]),
-                             failure_class="invalid_input", **out)
+            out["failure_class"] = "invalid_input"
+            module.fail_json(msg="mode=report: no run file for run_id %s under %s" % (run_id, p["report_dir"]), **out)
         files, warns = ([], [])
         if not module.check_mode:
             files, warns = bench_report.write_reports(p["report_dir"], doc, p["plots"])
@@ -684,8 +685,8 @@ def main():
         module.exit_json(**out)
 
     if not bench_client.HAS_AIOHTTP:
-        module.fail_json(msg=missing_required_lib("aiohttp"), exception=str(bench_client.AIOHTTP_IMPORT_ERROR),
-                         failure_class="missing_library", **out)
+        out["failure_class"] = "missing_library"
+        module.fail_json(msg=missing_required_lib("aiohttp"), exception=str(bench_client.AIOHTTP_IMPORT_ERROR), **out)
     if module.check_mode:
         module.exit_json(skipped=True, msg="check mode: no requests sent, nothing written", **out)
 

@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import random
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_metrics as bm
+
+
+def rec(start, ttft, itl, n, prompt=10, chunks=None, ok=True, coherent=True, error=None):
+    chunks = chunks if chunks is not None else n
+    times = [start + ttft + i * itl for i in range(chunks)]
+    return {"ok": ok, "error": error, "start": start, "end": times[-1] if times else start + ttft,
+            "chunk_times": times, "prompt_tokens": prompt, "output_tokens": n, "coherent": coherent}
+
+
+def test_sglang_definitions_on_known_records():
+    # two requests, 0.1 s TTFT, 20 ms/token, 11 tokens each, second starts 0.5 s later
+    recs = [rec(0.0, 0.1, 0.02, 11), rec(0.5, 0.1, 0.02, 11)]
+    r = bm.compute(recs, concurrency=2)
+    assert r["duration_s"] == pytest.approx(0.8)
+    assert r["output_throughput"] == pytest.approx(22 / 0.8, rel=1e-3)
+    assert r["total_throughput"] == pytest.approx(42 / 0.8, rel=1e-3)
+    assert r["tpot_ms"]["mean"] == pytest.approx(20.0, abs=1e-6)   # (latency - ttft) / (n - 1)
+    assert r["ttft_ms"]["p50"] == pytest.approx(100.0)
+    assert r["itl_ms"]["max"] == pytest.approx(20.0)
+    assert r["achieved_concurrency"] == pytest.approx((0.3 + 0.3) / 0.8, rel=1e-3)
+    assert r["e2e_ms"]["n"] == 2 and r["completed"] == 2 and r["errors"] == {}
+
+
+def test_chunk_aware_itl_and_tpot_when_server_batches_tokens():
+    # 4 tokens per event: ITL is per chunk (80 ms), TPOT still per token (20 ms)
+    r = bm.compute([rec(0.0, 0.1, 0.08, 41, chunks=11)], 1)
+    assert r["itl_ms"]["p50"] == pytest.approx(80.0)
+    assert r["tpot_ms"]["mean"] == pytest.approx(800.0 / 40, rel=1e-6)
+    assert r["tokens_per_chunk"] == pytest.approx(41 / 11.0, rel=1e-3)
+
+
+def test_peak_is_the_largest_one_second_bucket():
+    # 100 tokens in [0,1) from one request, 10 tokens in [1,2) from another
+    recs = [rec(0.0, 0.0, 0.009, 100), rec(1.0, 0.05, 0.05, 10)]
+    assert bm.compute(recs, 2)["peak_output_throughput"] == pytest.approx(100.0)
+
+
+def test_errors_and_incoherent_are_excluded_from_throughput():
+    recs = [rec(0.0, 0.1, 0.01, 10), rec(0.0, 0.1, 0.01, 10, coherent=False),
+            {"ok": False, "error": "http_5xx", "start": 0.0, "end": 0.05, "chunk_times": [], "output_tokens": 0}]
+    r = bm.compute(recs, 3)
+    assert r["errors"] == {"http_5xx": 1} and r["completed"] == 2 and r["coherent"] == 1 and r["incoherent"] == 1
+    assert r["output_tokens"] == 10
+
+
+def test_percentiles_match_numpy_linear():
+    np = pytest.importorskip("numpy")
+    rnd = random.Random(3)
+    vals = [rnd.random() for _ in range(1001)]
+    d = bm.dist(vals)
+    for p in (50, 90, 99):
+        assert d["p%d" % p] == pytest.approx(float(np.percentile(vals, p)) * 1000, abs=1e-3)
+
+
+def test_aggregate_trials_median_and_spread():
+    trials = [{"output_throughput": v, "ttft_ms": {"p50": 10.0}} for v in (90.0, 100.0, 110.0)]
+    agg = bm.aggregate_trials(trials)
+    assert agg["output_throughput"]["median"] == 100.0 and agg["output_throughput"]["spread"] == pytest.approx(0.2)
+    assert agg["ttft_ms.p50"]["spread"] == 0.0

@@ -1,0 +1,136 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import math
+import random
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_sse
+
+
+def ev(obj, sep=b"\n\n", space=True):
+    return (b"data: " if space else b"data:") + json.dumps(obj).encode() + sep
+
+
+def comp(text, finish=None):
+    return {"choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}]}
+
+
+def chat(text, finish=None):
+    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
+
+
+def stream(pieces, api="completions", usage=True):
+    mk = chat if api == "chat" else comp
+    body = b"".join(ev(mk(p)) for p in pieces) + ev(mk("", "length"))
+    if usage:
+        body += ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": len(pieces)}})
+    return body + b"data: [DONE]\n\n"
+
+
+def chop(body, sizes, t0=1.0):
+    """Split body into reads of the given sizes, timestamps t0, t0+1, ..."""
+    reads, i, t = [], 0, t0
+    for s in sizes:
+        if i >= len(body):
+            break
+        reads.append((t, body[i:i + s]))
+        i += s
+        t += 1.0
+    if i < len(body):
+        reads.append((t, body[i:]))
+    return reads
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_whole_response_in_one_read(api):
+    pieces = [" w%d" % i for i in range(40)] + [u" caf\u00e9 \"q\" \\ \u4e2d"]
+    r = bench_sse.parse_reads([(5.0, stream(pieces, api))], api)
+    assert r["text"] == "".join(pieces)
+    assert r["chunk_times"] == [5.0] * 41
+    assert r["finish_reason"] == "length" and r["done"] is True
+    assert r["usage"]["completion_tokens"] == 41
+    assert r["empty_events"] == 1 and r["events"] == 43
+
+
+def test_event_gets_time_of_the_read_that_completed_it():
+    a, b, c = ev(comp("a")), ev(comp("b")), ev(comp("c", "stop")) + b"data: [DONE]\n\n"
+    reads = [(1.0, a + b[:5]), (2.0, b[5:]), (3.0, c)]
+    r = bench_sse.parse_reads(reads)
+    assert r["chunk_times"] == [1.0, 2.0, 3.0]
+    assert r["text"] == "abc"
+
+
+def test_random_fragmentation_matches_one_read():
+    rnd = random.Random(7)
+    pieces = [" x%d\n" % i for i in range(300)]
+    body = stream(pieces)
+    whole = bench_sse.parse_reads([(0.0, body)])
+    for _ in range(20):
+        sizes = [rnd.randint(1, 400) for _ in range(len(body))]
+        r = bench_sse.parse_reads(chop(body, sizes))
+        assert r["text"] == whole["text"] and len(r["chunk_times"]) == 300
+        assert r["chunk_times"] == sorted(r["chunk_times"])
+        assert r["usage"] == whole["usage"] and r["done"]
+
+
+def test_crlf_comments_event_lines_and_multiline_data():
+    body = (b": keepalive\r\n\r\nevent: message\r\nid: 1\r\ndata: {\"choices\":[{\"text\":\"he\",\r\n"
+            b"data: \"finish_reason\":null}]}\r\n\r\ndata:{\"choices\":[{\"text\":\"llo\",\"finish_reason\":\"stop\"}]}\r\n\r\n"
+            b"data: [DONE]\r\n\r\n")
+    r = bench_sse.parse_reads(chop(body, [3, 7, 11, 13, 17, 19, 23]))
+    assert r["text"] == "hello" and r["finish_reason"] == "stop" and r["done"]
+
+
+def test_malformed_json_raises():
+    body = ev(comp("a")) + b"data: {not json\n\n" + b"data: [DONE]\n\n"
+    with pytest.raises(bench_sse.SSEError):
+        bench_sse.parse_reads([(1.0, body)])
+
+
+def test_data_after_done_raises():
+    with pytest.raises(bench_sse.SSEError):
+        bench_sse.parse_reads([(1.0, b"data: [DONE]\n\n" + ev(comp("x")))])
+
+
+def test_event_without_choices_raises_but_usage_only_is_fine():
+    with pytest.raises(bench_sse.SSEError):
+        bench_sse.parse_reads([(1.0, ev({"id": "x"}))])
+    r = bench_sse.parse_reads([(1.0, ev({"usage": {"completion_tokens": 2}}) + b"data: [DONE]\n\n")])
+    assert r["usage"]["completion_tokens"] == 2
+
+
+def test_stream_error_event_is_reported():
+    body = ev(comp("a")) + ev({"error": {"message": "scheduler died"}})
+    r = bench_sse.parse_reads([(1.0, body)])
+    assert r["stream_error"] == {"message": "scheduler died"} and not r["done"]
+
+
+def test_incomplete_tail_is_returned():
+    r = bench_sse.parse_reads([(1.0, ev(comp("a")) + b'data: {"choices":[{"te')])
+    assert r["text"] == "a" and r["tail"].startswith(b"data:")
+
+
+def test_usage_on_every_chunk_and_reasoning_content_take_the_full_decoder():
+    body = b"".join(ev({"choices": [{"delta": {"reasoning_content": "think%d" % i}}],
+                        "usage": {"completion_tokens": i + 1}}) for i in range(10))
+    body += ev(chat("answer", "stop")) + b"data: [DONE]\n\n"
+    r = bench_sse.parse_reads([(1.0, body)], "chat")
+    assert r["text"].startswith("think0think1") and r["text"].endswith("answer")
+    assert len(r["chunk_times"]) == 11 and r["usage"]["completion_tokens"] == 10
+
+
+def test_nan_logprobs_are_collected_only_when_asked():
+    obj = {"choices": [{"text": "Paris", "finish_reason": None, "logprobs": {"token_logprobs": [float("nan")]}}]}
+    body = json.dumps(obj, allow_nan=True).encode()
+    r = bench_sse.parse_reads([(1.0, b"data: " + body + b"\n\ndata: [DONE]\n\n")], logprobs=True)
+    assert len(r["logprobs"]) == 1 and math.isnan(r["logprobs"][0])
+    chat_obj = {"choices": [{"delta": {"content": "Au"}, "logprobs": {"content": [{"token": "Au", "logprob": -0.1}]}}]}
+    r = bench_sse.parse_reads([(1.0, ev(chat_obj) + b"data: [DONE]\n\n")], "chat", logprobs=True)
+    assert r["logprobs"] == [-0.1]

@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils import coherence as c
+from ansible_collections.gpuhost.sglang.plugins.module_utils.probes import DEFAULT_PROBES
+
+GOOD = ("The quick answer depends on the scheduler, the batch size and the memory bandwidth of the card; "
+        "in practice the decode phase is bound by how fast weights stream from HBM into the SMs.")
+
+
+@pytest.mark.parametrize("text,flags", [
+    ("", ["empty"]), ("   \n", ["empty"]), (GOOD, []), (u"Paris \ufffd\ufffd", ["replacement_chars"]),
+    ("ok\x07\x1b[0m", ["control_chars"]), ("line\nnext\ttab", []),
+    (u"abc \u0434\u043e\u043c \u4e2d\u6587\u5b57 \u03b5\u03bb\u03bb abc \u0434\u043e\u043c \u4e2d\u6587", ["script_soup"]),
+    (u"\u0414\u043e\u0431\u0440\u044b\u0439 \u0434\u0435\u043d\u044c, Paris", []),
+    (" the" * 40, ["repetition"]), ("I am. " + "and then we go back " * 12, ["repetition"]),
+    (u"\u597d" * 60, ["repetition"]),
+])
+def test_detectors(text, flags):
+    assert c.detect(text) == flags
+
+
+def test_repetition_needs_a_real_loop():
+    varied = " ".join("w%d" % (i % 37) for i in range(64))  # period 37 > 16: not a loop
+    assert not c.repetition_flag(varied)
+    assert c.repetition_flag("intro words here " + " ".join(["alpha beta gamma"] * 20))
+
+
+@pytest.mark.parametrize("probe", DEFAULT_PROBES, ids=[p["name"] for p in DEFAULT_PROBES])
+def test_probe_verdicts_for_default_probes(probe):
+    assert c.probe_verdict(probe, " %s." % probe["expect"])["class"] == "ok"
+    assert c.probe_verdict(probe, " %s, of course" % probe["expect"].upper())["passed"]
+    assert c.probe_verdict(probe, "")["class"] == "empty"
+    assert c.probe_verdict(probe, " banana banana")["class"] == "incoherent"
+    assert c.probe_verdict(probe, " x" + probe["expect"] + "y")["class"] == "incoherent"  # whole word only
+
+
+def test_expect_must_be_near_the_start():
+    p = {"expect": "Paris"}
+    assert not c.probe_verdict(p, " ".join(["word"] * 20) + " Paris")["passed"]
+
+
+def test_reasoning_block_is_stripped():
+    p = {"expect": "four"}
+    assert c.probe_verdict(p, "<think>" + "two plus two, hmm " * 10 + "</think> four")["passed"]
+    assert c.probe_verdict(p, "hmm let me see ... </think>four.")["passed"]
+
+
+def test_nan_logprobs_win():
+    v = c.probe_verdict({"expect": "Paris"}, "Paris", logprobs=[-0.1, float("nan")])
+    assert v["class"] == "nan" and not v["passed"]
+
+
+def test_summarize_classes():
+    ok = {"passed": True, "class": "ok"}
+    assert c.summarize([ok, ok])["passed"]
+    assert c.summarize([ok, {"passed": False, "class": "empty"}])["class"] == "empty"
+    assert c.summarize([{"passed": False, "class": "empty"}, {"passed": False, "class": "incoherent"}])["class"] == \
+        "incoherent"
+    assert c.summarize([{"passed": False, "class": "http_5xx"}, {"passed": False, "class": "empty"}])["class"] == \
+        "http_5xx"
+    assert c.summarize([ok, {"passed": False, "class": "incoherent"}], min_pass=0.5)["passed"]

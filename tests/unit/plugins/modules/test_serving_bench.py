@@ -1,0 +1,105 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""serving_bench: input parsing/validation in-process, and the module run as Ansible runs it (own
+interpreter, JSON args) for bad input, check mode, report mode and a closed port."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.modules import serving_bench as sb
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+MODULE = os.path.join(ROOT, "plugins", "modules", "serving_bench.py")
+
+
+def _collections_path():
+    parts = ROOT.split(os.sep)
+    if len(parts) >= 3 and parts[-3] == "ansible_collections":
+        return os.sep.join(parts[:-3])
+    return os.path.join(ROOT, "collections")
+
+
+def run(tmp_path, **args):
+    p = tmp_path / "args.json"
+    p.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    cp = subprocess.run([sys.executable, MODULE, str(p)], capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=_collections_path()))
+    return json.loads(cp.stdout)
+
+
+@pytest.mark.parametrize("value,expected", [
+    (256, [256]), ("256", [256]), ("1,16,256", [1, 16, 256]), ("[1, 4]", [1, 4]), ([4, 1, 4], [1, 4]),
+    (["8", 2], [2, 8]), (" 3 , 1 ", [1, 3]),
+])
+def test_parse_concurrency(value, expected):
+    assert sb.parse_concurrency(value) == expected
+
+
+@pytest.mark.parametrize("value", [0, -1, "abc", "1,x", [], "", None, True, 1.5, {"a": 1}, 100001])
+def test_parse_concurrency_rejects(value):
+    with pytest.raises(ValueError) as e:
+        sb.parse_concurrency(value)
+    assert "concurrency" in str(e.value)
+
+
+def test_bad_input_fails_early_naming_variable_and_allowed_values(tmp_path):
+    res = run(tmp_path, base_url="http://127.0.0.1:1", concurrency="0,abc", trials=0, tolerance=-1,
+              max_error_rate=2, probes=[{"prompt": "x"}])
+    assert res["failed"] and res["failure_class"] == "invalid_input"
+    msg = res["msg"]
+    for needle in ("concurrency", "trials=0 is invalid: allowed an int >= 1", "tolerance=-1.0 is invalid",
+                   "max_error_rate=2.0 is invalid: allowed a number between 0 and 1", "probes[0] is invalid"):
+        assert needle in msg, (needle, msg)
+    assert "Traceback" not in json.dumps(res)
+
+
+def test_bad_choice_and_url(tmp_path):
+    res = run(tmp_path, base_url="127.0.0.1:30000", api="generate")
+    assert res["failed"] and "api" in res["msg"] and "completions" in res["msg"]
+    res = run(tmp_path, base_url="127.0.0.1:30000")
+    assert res["failed"] and "base_url='127.0.0.1:30000' is invalid: allowed an http:// or https:// URL" in res["msg"]
+
+
+def test_check_mode_sends_nothing(tmp_path):
+    res = run(tmp_path, base_url="http://127.0.0.1:1", _ansible_check_mode=True, report_dir=str(tmp_path / "r"))
+    assert res.get("skipped") and not res["changed"] and not os.path.exists(str(tmp_path / "r"))
+
+
+def test_closed_port_is_connection_refused(tmp_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    res = run(tmp_path, base_url="http://127.0.0.1:%d" % port, probes_only=True)
+    assert res["failed"] and res["failure_class"] == "connection_refused"
+    assert res["msg"].startswith("serving_bench failed [connection_refused]")
+
+
+def test_report_mode_needs_an_existing_run(tmp_path):
+    res = run(tmp_path, base_url="http://x:1", mode="report", report_dir=str(tmp_path), run_id="nope")
+    assert res["failed"] and "no run file for run_id nope" in res["msg"]
+    res = run(tmp_path, base_url="http://x:1", mode="report")
+    assert res["failed"] and "mode=report needs report_dir and run_id" in res["msg"]
+
+
+def test_documentation_matches_argspec():
+    import yaml
+    doc = yaml.safe_load(sb.DOCUMENTATION)["options"]
+    src = open(MODULE).read()
+    spec_names = set()
+    for line in src[src.index("argument_spec=dict("):src.index("supports_check_mode")].splitlines():
+        line = line.strip()
+        if "=dict(" in line and not line.startswith("argument_spec"):
+            spec_names.add(line.split("=", 1)[0])
+    assert spec_names == set(doc), spec_names ^ set(doc)
