@@ -190,7 +190,7 @@ async def run_shard_async(spec):
             for i in it:
                 raws[i] = await _one(session, url, bodies[i], headers, timeout)
 
-        await asyncio.gather(*[worker() for _ in range(max(1, min(spec["concurrency"], len(bodies))))])
+        await asyncio.gather(*[worker() for dummy in range(max(1, min(spec["concurrency"], len(bodies))))])
         wall = time.monotonic() - wall0
         cpu = time.process_time() - cpu0
         state["stop"] = True

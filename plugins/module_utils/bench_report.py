@@ -58,7 +58,7 @@ def markdown(run):
             "PASSED" if coh.get("passed") else "FAILED", coh.get("probes_passed"), coh.get("probes_total"),
             coh.get("class")))
     out.append("")
-    levels = [v for _, v in sorted((run.get("levels") or {}).items(), key=lambda kv: int(kv[0]))]
+    levels = [v for dummy, v in sorted((run.get("levels") or {}).items(), key=lambda kv: int(kv[0]))]
     out.extend(table_lines(levels))
     if any(lv.get("client_bound") for lv in levels):
         out.append("")

@@ -38,7 +38,7 @@ def load_tokenizer(path):
         if os.path.isfile(tj):
             tok = Tokenizer.from_file(tj)
             return _Wrap(lambda t: tok.encode(t, add_special_tokens=False).ids,
-                         lambda ids: tok.decode(ids), tok.get_vocab_size(), _specials(tok))
+                         tok.decode, tok.get_vocab_size(), _specials(tok))
     except ImportError:
         pass
     try:
@@ -50,7 +50,7 @@ def load_tokenizer(path):
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as e:  # pylint: disable=broad-except
         raise TokenizerError("cannot load tokenizer from %s: %s" % (path, e))
-    return _Wrap(lambda t: tok.encode(t, add_special_tokens=False), lambda ids: tok.decode(ids),
+    return _Wrap(lambda t: tok.encode(t, add_special_tokens=False), tok.decode,
                  len(tok), set(getattr(tok, "all_special_ids", []) or []))
 
 
@@ -81,7 +81,7 @@ def random_prompts(n, input_len, seed=0, tokenizer=None):
     counts = []
     for i in range(n):
         if tokenizer is None:
-            prompts.append(" ".join(rnd.choice(WORDS) for _ in range(input_len)))
+            prompts.append(" ".join(rnd.choice(WORDS) for dummy in range(input_len)))
             counts.append(None)
             continue
         text = _exact_prompt(tokenizer, input_len, rnd)
@@ -92,19 +92,19 @@ def random_prompts(n, input_len, seed=0, tokenizer=None):
 
 def _exact_prompt(tok, n, rnd):
     allowed = [i for i in range(tok.vocab_size) if i not in tok.specials]
-    ids = [rnd.choice(allowed) for _ in range(n)]
+    ids = [rnd.choice(allowed) for dummy in range(n)]
     text = tok.decode(ids)
-    for _ in range(8):
+    for dummy in range(8):
         got = tok.encode(text)
         if len(got) == n:
             return text
         if len(got) > n:
             got = got[:n]
         else:
-            got = got + [rnd.choice(allowed) for _ in range(n - len(got))]
+            got = got + [rnd.choice(allowed) for dummy in range(n - len(got))]
         text = tok.decode(got)
     # fall back to words, trimmed/padded by tokens
-    words = [rnd.choice(WORDS) for _ in range(n)]
+    words = [rnd.choice(WORDS) for dummy in range(n)]
     text = " ".join(words)
     ids = tok.encode(text)[:n]
     return tok.decode(ids)

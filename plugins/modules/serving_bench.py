@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# Apache License 2.0 (see LICENSE), a license compatible with the GNU General Public License v3.0+
 
 from __future__ import absolute_import, division, print_function
 
@@ -34,7 +34,7 @@ description:
   - With O(report_dir), writes per-run JSON, an append-only history JSONL, a Markdown table, JUnit XML, PNG plots
     (when matplotlib is installed) and C(progress.log) (one line per completed level/trial and every few seconds).
 author:
-  - gpuhost.sglang contributors
+  - gpuhost.sglang contributors (@gpuhost)
 requirements:
   - python >= 3.10
   - aiohttp
@@ -56,7 +56,7 @@ options:
     default: completions
   concurrency:
     description:
-      - Concurrency level(s): an int, a list of ints, or a comma-separated string such as C(1,16,256).
+      - "Concurrency level(s): an int, a list of ints, or a comma-separated string such as C(1,16,256)."
     type: raw
     default: 1
   num_prompts:
@@ -220,8 +220,10 @@ notes:
 attributes:
   check_mode:
     support: full
+    description: In check mode no request is sent and nothing is written.
   diff_mode:
     support: none
+    description: Nothing on the host changes, so there is no diff.
 """
 
 EXAMPLES = r"""
@@ -468,7 +470,7 @@ def run_probes(p, model, api):
     if p["nan_probe"]:
         bodies.append(bench_client.build_payload(api, model, probe_text(probes[0], api), p["probe_max_tokens"],
                                                  temperature=0.0, logprobs=True))
-    recs, _ = bench_client.run_load(p["base_url"], api, bodies, concurrency=len(bodies), processes=1,
+    recs, dummy = bench_client.run_load(p["base_url"], api, bodies, concurrency=len(bodies), processes=1,
                                     timeout=min(p["timeout"], 120.0), stall_timeout=p["stall_timeout"],
                                     api_key=p["api_key"], keep_text=True)
     verdicts = []
@@ -562,7 +564,7 @@ def measure_level(p, model, api, bodies, prompt_tokens, conc, count_tokens, prog
     if pairs:
         diff = sum(abs(a - b) for a, b in pairs)
         acc["tokenizer_vs_usage_abs_diff"] = diff
-        acc["tokenizer_vs_usage_rel"] = round(float(diff) / max(1, sum(a for a, _ in pairs)), 4)
+        acc["tokenizer_vs_usage_rel"] = round(float(diff) / max(1, sum(a for a, dummy in pairs)), 4)
         acc["tokenizer_mismatched_requests"] = len([1 for a, b in pairs if a != b])
     chunks = sum(r.get("chunks", 0) for r in usage)
     if usage:
@@ -579,7 +581,7 @@ def measure_level(p, model, api, bodies, prompt_tokens, conc, count_tokens, prog
 def preflight_ignore_eos(p, model, api, prompt):
     """One short request with ignore_eos; a 4xx naming/rejecting the field -> retry without it."""
     body = bench_client.build_payload(api, model, prompt, 4, p["temperature"], ignore_eos=True)
-    recs, _ = bench_client.run_load(p["base_url"], api, [body], 1, 1, timeout=min(p["timeout"], 120.0),
+    recs, dummy = bench_client.run_load(p["base_url"], api, [body], 1, 1, timeout=min(p["timeout"], 120.0),
                                     stall_timeout=p["stall_timeout"], api_key=p["api_key"])
     rec = recs[0]
     if rec["ok"]:
@@ -587,7 +589,7 @@ def preflight_ignore_eos(p, model, api, prompt):
     detail = rec.get("detail") or ""
     if rec["error"] == "http_4xx" and (" 422" in detail[:9] or "ignore_eos" in detail):
         body = bench_client.build_payload(api, model, prompt, 4, p["temperature"], ignore_eos=False)
-        recs, _ = bench_client.run_load(p["base_url"], api, [body], 1, 1, timeout=min(p["timeout"], 120.0),
+        recs, dummy = bench_client.run_load(p["base_url"], api, [body], 1, 1, timeout=min(p["timeout"], 120.0),
                                         stall_timeout=p["stall_timeout"], api_key=p["api_key"])
         if recs[0]["ok"]:
             return False, detail[:200]
@@ -623,7 +625,7 @@ def main():
             probes=dict(type="list", elements="dict"),
             run_probes=dict(type="bool", default=True),
             probes_only=dict(type="bool", default=False),
-            probe_max_tokens=dict(type="int", default=16),
+            probe_max_tokens=dict(type="int", default=16, no_log=False),
             probe_min_pass=dict(type="float", default=1.0, no_log=False),
             nan_probe=dict(type="bool", default=True),
             load_checks=dict(type="list", elements="str", choices=list(coherence.DETECTORS),
@@ -676,7 +678,7 @@ def main():
             out["changed"] = True
         for w in warns:
             module.warn(w)
-        lvls = [v for _, v in sorted(doc.get("levels", {}).items(), key=lambda kv: int(kv[0]))]
+        lvls = [v for dummy, v in sorted(doc.get("levels", {}).items(), key=lambda kv: int(kv[0]))]
         out.update(table=bench_report.table_lines(lvls), files=files, results=lvls, coherence=doc.get("coherence"),
                    failures=doc.get("failures", []))
         if doc.get("failures"):
@@ -721,14 +723,14 @@ def main():
                 out["warnings_seen"].append(w)
                 module.warn(w)
         out["files"] = [bench_store.run_path(report_dir, run_id)] + files
-        lvls = [v for _, v in sorted(doc.get("levels", {}).items(), key=lambda kv: int(kv[0]))]
+        lvls = [v for dummy, v in sorted(doc.get("levels", {}).items(), key=lambda kv: int(kv[0]))]
         out["table"] = bench_report.table_lines(lvls)
 
     def fail(cls, msg):
         state["failures"].append("%s: %s" % (cls, msg))
         state["failure_class"] = cls
         out["failure_class"] = cls
-        out["results"] = [v for _, v in sorted(state["levels"].items(), key=lambda kv: int(kv[0]))]
+        out["results"] = [v for dummy, v in sorted(state["levels"].items(), key=lambda kv: int(kv[0]))]
         out["coherence"] = state["coherence"]
         if not out["table"]:
             out["table"] = bench_report.table_lines(out["results"])
@@ -744,8 +746,8 @@ def main():
         # 1. model
         models, err = bench_client.get_models(p["base_url"], p["api_key"], timeout=min(p["timeout"], 15.0))
         model = p["model"]
-        if err is not None and (model is None or err[0] in ("connection_refused", "connect_error", "connect_timeout",
-                                                              "http_5xx")):
+        fatal = ("connection_refused", "connect_error", "connect_timeout", "http_5xx")
+        if err is not None and (model is None or err[0] in fatal):
             raise BenchFailure(err[0], "cannot list models at %s: %s" % (p["base_url"], err[1]))
         if model is None:
             if not models:
@@ -800,7 +802,7 @@ def main():
         maxn = max(p["num_prompts"] or max(2 * c, 8) for c in levels)
         if p["dataset"]:
             try:
-                prompts, _ = bench_workload.load_dataset(p["dataset"], maxn, p["seed"])
+                prompts, dummy = bench_workload.load_dataset(p["dataset"], maxn, p["seed"])
             except ValueError as e:
                 raise BenchFailure("invalid_input", "dataset: %s" % e)
             ptoks = [tok.count(x) if tok else None for x in prompts]
@@ -819,7 +821,7 @@ def main():
         if p["warmup"]:
             wb = [bench_client.build_payload(api, model, prompts[i % len(prompts)], p["output_len"], p["temperature"],
                                              use_eos) for i in range(p["warmup"])]
-            wrecs, _ = bench_client.run_load(p["base_url"], api, wb, p["warmup"], 1, p["timeout"], p["stall_timeout"],
+            wrecs, dummy = bench_client.run_load(p["base_url"], api, wb, p["warmup"], 1, p["timeout"], p["stall_timeout"],
                                              p["api_key"])
             werr = [r for r in wrecs if not r["ok"]]
             if werr:
@@ -887,7 +889,7 @@ def main():
     except Exception as e:  # pylint: disable=broad-except
         fail("internal_error", "%s: %s" % (type(e).__name__, e))
 
-    out["results"] = [v for _, v in sorted(state["levels"].items(), key=lambda kv: int(kv[0]))]
+    out["results"] = [v for dummy, v in sorted(state["levels"].items(), key=lambda kv: int(kv[0]))]
     out["coherence"] = state["coherence"]
     if report_dir:
         save_run()

@@ -73,14 +73,14 @@ class Fake(object):
             return [""] * n
         if b == "garbage":
             rnd = random.Random(hash(prompt) & 0xFFFF)
-            return ["".join(rnd.choice(u"ab\ufffd\x07\x1bçд\u4e2d") for _ in range(3)) for _ in range(n)]
+            return ["".join(rnd.choice(u"ab\ufffd\x07\x1bçд\u4e2d") for dummy in range(3)) for dummy in range(n)]
         if b == "repeat":
             return [" the"] * n
         ans = answer_for(prompt)
         if ans is not None and not self.a.stamp:
             return [" " + ans][:n]
         rnd = random.Random(len(prompt))
-        return [" " + rnd.choice(WORDS) for _ in range(n)]
+        return [" " + rnd.choice(WORDS) for dummy in range(n)]
 
     def event(self, api, model, piece, finish=None, usage=None):
         if api == "chat":
@@ -221,7 +221,7 @@ def run_module(tmp_path, python=None, **args):
     env = dict(os.environ, PYTHONPATH=collections_path())
     t0 = time.monotonic()
     cp = subprocess.run([python or sys.executable, MODULE, argfile], capture_output=True, text=True, env=env,
-                        timeout=600)
+                        timeout=600, check=False)
     dt = time.monotonic() - t0
     try:
         res = json.loads(cp.stdout)

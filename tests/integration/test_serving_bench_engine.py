@@ -94,7 +94,7 @@ def throttling_proxy(upstream_url, delay):
 def test_good_model_passes_the_gate(tmp_path):
     with warm_engine("good") as srv:
         fast, dt = run_module(tmp_path, base_url=srv.base_url, probes_only=True)
-        res, _ = run_module(tmp_path, base_url=srv.base_url, concurrency="1,4", report_dir=str(tmp_path / "rep"),
+        res, dummy = run_module(tmp_path, base_url=srv.base_url, concurrency="1,4", report_dir=str(tmp_path / "rep"),
                             **LOAD)
     assert not fast.get("failed"), fast.get("msg")
     assert fast["coherence"]["probes_passed"] == 8
@@ -110,8 +110,8 @@ def test_good_model_passes_the_gate(tmp_path):
 @pytest.mark.parametrize("name,cls", [("nan", "empty"), ("random", "incoherent")])
 def test_broken_models_fail_the_gate(tmp_path, name, cls):
     with warm_engine(name) as srv:
-        probes, _ = run_module(tmp_path, base_url=srv.base_url, probes_only=True)
-        load, _ = run_module(tmp_path, base_url=srv.base_url, run_probes=False, concurrency=2, **LOAD)
+        probes, dummy = run_module(tmp_path, base_url=srv.base_url, probes_only=True)
+        load, dummy = run_module(tmp_path, base_url=srv.base_url, run_probes=False, concurrency=2, **LOAD)
     assert probes.get("failed") and probes["failure_class"] == cls, probes.get("msg")
     assert probes["coherence"]["probes_passed"] == 0
     # the load path alone also refuses to count the output as throughput
@@ -126,10 +126,10 @@ def test_throttled_engine_is_a_regression_and_unchanged_rerun_passes(tmp_path):
                 gate_metrics=["output_throughput", "tpot_ms.p50"])
     with warm_engine("good") as srv:
         with throttling_proxy(srv.base_url, 0.0) as url:
-            first, _ = run_module(tmp_path, base_url=url, **args)
-            again, _ = run_module(tmp_path, base_url=url, **args)
+            first, dummy = run_module(tmp_path, base_url=url, **args)
+            again, dummy = run_module(tmp_path, base_url=url, **args)
         with throttling_proxy(srv.base_url, 1.5) as url:
-            slow, _ = run_module(tmp_path, base_url=url, **args)
+            slow, dummy = run_module(tmp_path, base_url=url, **args)
     assert not first.get("failed"), first.get("msg")
     assert first["results"][0]["regression"]["status"] == "recorded"
     assert not again.get("failed"), again.get("msg")

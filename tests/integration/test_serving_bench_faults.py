@@ -42,8 +42,8 @@ def assert_failed(res, cls, report_dir=None):
 
 def test_ok_server_passes_and_writes_reports(tmp_path):
     rep = str(tmp_path / "rep")
-    with fake_server("ok") as (url, _):
-        res, _ = run_module(tmp_path, base_url=url, report_dir=rep, **SMALL)
+    with fake_server("ok") as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, report_dir=rep, **SMALL)
     assert not res.get("failed"), res.get("msg")
     assert res["coherence"]["passed"] and res["coherence"]["probes_passed"] == 8
     r = res["results"][0]
@@ -60,21 +60,22 @@ def test_ok_server_passes_and_writes_reports(tmp_path):
 
 def test_connection_refused(tmp_path):
     rep = str(tmp_path / "rep")
-    res, _ = run_module(tmp_path, base_url="http://127.0.0.1:%d" % free_port(), report_dir=rep, **SMALL)
+    res, dummy = run_module(tmp_path, base_url="http://127.0.0.1:%d" % free_port(), report_dir=rep, **SMALL)
     assert_failed(res, "connection_refused", rep)
 
 
 def test_http_5xx(tmp_path):
     rep = str(tmp_path / "rep")
-    with fake_server("http_5xx") as (url, _):
-        res, _ = run_module(tmp_path, base_url=url, report_dir=rep, **SMALL)
+    with fake_server("http_5xx") as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, report_dir=rep, **SMALL)
     assert_failed(res, "http_5xx", rep)
     assert all(v["class"] == "http_5xx" for v in res["coherence"]["probes"])
 
 
 def test_http_5xx_counted_in_load(tmp_path):
-    with fake_server("http_5xx") as (url, _):
-        res, _ = run_module(tmp_path, base_url=url, run_probes=False, ignore_eos=False, **dict(SMALL, warmup=0))
+    with fake_server("http_5xx") as (url, dummy):
+        args = dict(SMALL, warmup=0, run_probes=False, ignore_eos=False)
+        res, dummy = run_module(tmp_path, base_url=url, **args)
     assert_failed(res, "http_5xx")
     assert res["results"][0]["errors"] == {"http_5xx": 16}
 
@@ -83,10 +84,10 @@ def test_http_5xx_counted_in_load(tmp_path):
                                           ("stall", "stalled")])
 def test_mid_stream_faults(tmp_path, behavior, cls):
     rep = str(tmp_path / "rep")
-    with fake_server(behavior) as (url, _):
+    with fake_server(behavior) as (url, dummy):
         # probes answer in one event, so they pass; the 32-token load streams hit the fault
-        res, dt = run_module(tmp_path, base_url=url, report_dir=rep, stall_timeout=1.0, ignore_eos=False,
-                             **dict(SMALL, warmup=0))
+        args = dict(SMALL, warmup=0, report_dir=rep, stall_timeout=1.0, ignore_eos=False)
+        res, dt = run_module(tmp_path, base_url=url, **args)
     assert_failed(res, cls, rep)
     assert res["results"][0]["errors"] == {cls: 16}
     assert _run_file(rep)["levels"]["4"]["errors"] == {cls: 16}  # partial results saved
@@ -95,10 +96,10 @@ def test_mid_stream_faults(tmp_path, behavior, cls):
 
 
 def test_missing_usage_fails_by_default_and_falls_back_when_allowed(tmp_path):
-    with fake_server("no_usage") as (url, _):
-        res, _ = run_module(tmp_path, base_url=url, **SMALL)
+    with fake_server("no_usage") as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, **SMALL)
         assert_failed(res, "missing_usage")
-        res2, _ = run_module(tmp_path, base_url=url, require_usage=False, **SMALL)
+        res2, dummy = run_module(tmp_path, base_url=url, require_usage=False, **SMALL)
     assert not res2.get("failed"), res2.get("msg")
     acc = res2["results"][0]["token_accounting"]
     assert acc["missing_usage"] == 16 and acc["fallback"] == "chunk count"
@@ -108,8 +109,9 @@ def test_missing_usage_fails_by_default_and_falls_back_when_allowed(tmp_path):
 def test_server_dies_mid_run(tmp_path):
     rep = str(tmp_path / "rep")
     # probes (8 + NaN probe) + preflight + 1 warmup = 11 requests, then 5 load requests, then exit
-    with fake_server("die_after", "--die-after", "16", "--itl", "0.005") as (url, _):
-        res, _ = run_module(tmp_path, base_url=url, report_dir=rep, **dict(SMALL, num_prompts=64))
+    with fake_server("die_after", "--die-after", "16", "--itl", "0.005") as (url, dummy):
+        args = dict(SMALL, num_prompts=64, report_dir=rep)
+        res, dummy = run_module(tmp_path, base_url=url, **args)
     assert res["failed"] and res["failure_class"] in ("connection_refused", "disconnected"), res["msg"]
     errs = res["results"][0]["errors"]
     assert set(errs) <= {"connection_refused", "disconnected"} and sum(errs.values()) >= 40, errs
@@ -118,15 +120,15 @@ def test_server_dies_mid_run(tmp_path):
 
 
 def test_wrong_model_name(tmp_path):
-    with fake_server("ok") as (url, _):
-        res, _ = run_module(tmp_path, base_url=url, model="no-such-model", **SMALL)
+    with fake_server("ok") as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, model="no-such-model", **SMALL)
     assert_failed(res, "model_not_found")
     assert "fake-model" in res["msg"]  # lists what is served
 
 
 def test_ignore_eos_rejected_is_retried_without(tmp_path):
-    with fake_server("reject_ignore_eos") as (url, _):
-        res, _ = run_module(tmp_path, base_url=url, **SMALL)
+    with fake_server("reject_ignore_eos") as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, **SMALL)
     assert not res.get("failed"), res.get("msg")
     assert res["ignore_eos_accepted"] is False
     assert res["results"][0]["ignore_eos"] is False
@@ -136,15 +138,15 @@ def test_ignore_eos_rejected_is_retried_without(tmp_path):
 @pytest.mark.parametrize("behavior,cls", [("empty", "empty"), ("garbage", "incoherent"), ("repeat", "incoherent"),
                                           ("nan_logprobs", "nan")])
 def test_broken_models_fail_the_probe_gate(tmp_path, behavior, cls):
-    with fake_server(behavior) as (url, _):
+    with fake_server(behavior) as (url, dummy):
         res, dt = run_module(tmp_path, base_url=url, probes_only=True)
     assert_failed(res, cls)
     assert dt < 5
 
 
 def test_garbage_load_output_not_counted(tmp_path):
-    with fake_server("garbage") as (url, _):
-        res, _ = run_module(tmp_path, base_url=url, run_probes=False, **SMALL)
+    with fake_server("garbage") as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, run_probes=False, **SMALL)
     assert_failed(res, "incoherent")
     r = res["results"][0]
     assert r["completed"] == 16 and r["coherent"] == 0 and r["output_throughput"] == 0.0
@@ -152,7 +154,7 @@ def test_garbage_load_output_not_counted(tmp_path):
 
 
 def test_probes_only_is_fast_and_precise(tmp_path):
-    with fake_server("ok") as (url, _):
+    with fake_server("ok") as (url, dummy):
         res, dt = run_module(tmp_path, base_url=url, probes_only=True)
     assert not res.get("failed"), res.get("msg")
     assert res["coherence"]["probes_passed"] == 8 and "results" not in res
@@ -161,8 +163,8 @@ def test_probes_only_is_fast_and_precise(tmp_path):
 
 
 def test_chat_api(tmp_path):
-    with fake_server("ok") as (url, _):
-        res, _ = run_module(tmp_path, base_url=url, api="chat", **SMALL)
+    with fake_server("ok") as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, api="chat", **SMALL)
     assert not res.get("failed"), res.get("msg")
     assert res["coherence"]["api"] == "chat" and res["results"][0]["coherent"] == 16
 
@@ -172,11 +174,11 @@ def test_regression_caught_and_unchanged_rerun_passes(tmp_path):
     base = str(tmp_path / "baselines")
     args = dict(SMALL, report_dir=rep, baseline_dir=base, trials=2, fingerprint={"host": "fake"},
                 gate_metrics=["output_throughput", "tpot_ms.p50"], tolerance=0.15)
-    with fake_server("ok", "--itl", "0.01") as (url, _):
-        first, _ = run_module(tmp_path, base_url=url, **args)
-        again, _ = run_module(tmp_path, base_url=url, **args)
-    with fake_server("ok", "--itl", "0.02") as (url, _):
-        slow, _ = run_module(tmp_path, base_url=url, **args)
+    with fake_server("ok", "--itl", "0.01") as (url, dummy):
+        first, dummy = run_module(tmp_path, base_url=url, **args)
+        again, dummy = run_module(tmp_path, base_url=url, **args)
+    with fake_server("ok", "--itl", "0.02") as (url, dummy):
+        slow, dummy = run_module(tmp_path, base_url=url, **args)
     assert not first.get("failed"), first.get("msg")
     assert first["results"][0]["regression"]["status"] == "recorded"
     assert not again.get("failed"), again.get("msg")
@@ -191,8 +193,8 @@ def test_regression_caught_and_unchanged_rerun_passes(tmp_path):
     with open(os.path.join(base, key + ".json")) as f:
         doc = json.load(f)
     assert doc["levels"]["4"]["run_id"] == first["run_id"]
-    with fake_server("ok", "--itl", "0.02") as (url, _):
-        upd, _ = run_module(tmp_path, base_url=url, update_baseline=True, **args)
+    with fake_server("ok", "--itl", "0.02") as (url, dummy):
+        upd, dummy = run_module(tmp_path, base_url=url, update_baseline=True, **args)
     assert not upd.get("failed") and upd["results"][0]["regression"]["status"] == "replaced"
     assert len(os.listdir(os.path.join(base, "archive"))) == 1
     with open(os.path.join(base, "history.jsonl")) as f:

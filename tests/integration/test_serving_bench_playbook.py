@@ -32,13 +32,13 @@ def run_playbook(tmp_path, url, *extra):
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     cmd = ["ansible-playbook", "-i", str(inv), os.path.join(ROOT, "playbooks", "bench.yml"),
            "-e", "bench_report_dir=%s" % rep, "-e", "input_len=8", "-e", "output_len=16"] + list(extra)
-    cp = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    cp = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
     return cp, rep
 
 
 @pytest.mark.parametrize("conc,levels", [("4", [4]), ("1,4", [1, 4]), ('{"concurrency": [2, 1]}', [1, 2])])
 def test_bench_playbook_levels_and_table(tmp_path, conc, levels):
-    with fake_server("ok") as (url, _):
+    with fake_server("ok") as (url, dummy):
         cp, rep = run_playbook(tmp_path, url, "-e", conc if conc.startswith("{") else "concurrency=" + conc)
     out = cp.stdout
     assert cp.returncode == 0, out[-3000:] + cp.stderr[-2000:]
@@ -59,7 +59,7 @@ def test_bench_playbook_levels_and_table(tmp_path, conc, levels):
 
 
 def test_bench_playbook_failure_prints_table_and_class(tmp_path):
-    with fake_server("disconnect") as (url, _):
+    with fake_server("disconnect") as (url, dummy):
         cp, rep = run_playbook(tmp_path, url, "-e", "concurrency=1,2", "-e", "bench_warmup=0",
                                "-e", "bench_ignore_eos=false")
     out = cp.stdout
@@ -72,7 +72,7 @@ def test_bench_playbook_failure_prints_table_and_class(tmp_path):
 
 
 def test_bench_playbook_rejects_bad_concurrency(tmp_path):
-    with fake_server("ok") as (url, _):
-        cp, _ = run_playbook(tmp_path, url, "-e", "concurrency=abc")
+    with fake_server("ok") as (url, dummy):
+        cp, dummy = run_playbook(tmp_path, url, "-e", "concurrency=abc")
     assert cp.returncode != 0
     assert "concurrency=abc must be an int >= 1" in cp.stdout

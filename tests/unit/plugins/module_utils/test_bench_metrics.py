@@ -58,7 +58,7 @@ def test_errors_and_incoherent_are_excluded_from_throughput():
 def test_percentiles_match_numpy_linear():
     np = pytest.importorskip("numpy")
     rnd = random.Random(3)
-    vals = [rnd.random() for _ in range(1001)]
+    vals = [rnd.random() for dummy in range(1001)]
     d = bm.dist(vals)
     for p in (50, 90, 99):
         assert d["p%d" % p] == pytest.approx(float(np.percentile(vals, p)) * 1000, abs=1e-3)

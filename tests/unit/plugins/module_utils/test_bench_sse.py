@@ -72,8 +72,8 @@ def test_random_fragmentation_matches_one_read():
     pieces = [" x%d\n" % i for i in range(300)]
     body = stream(pieces)
     whole = bench_sse.parse_reads([(0.0, body)])
-    for _ in range(20):
-        sizes = [rnd.randint(1, 400) for _ in range(len(body))]
+    for dummy in range(20):
+        sizes = [rnd.randint(1, 400) for dummy in range(len(body))]
         r = bench_sse.parse_reads(chop(body, sizes))
         assert r["text"] == whole["text"] and len(r["chunk_times"]) == 300
         assert r["chunk_times"] == sorted(r["chunk_times"])

@@ -82,12 +82,11 @@ def level(c, tput, client_bound=False, coherent=8, errors=None):
 
 
 def test_markdown_table_and_junit(tmp_path):
-    run = {"run_id": "r1", "fingerprint": {"gpu": "H200"}, "levels": {"256": level(256, 1520.55, True),
-                                                                    "1": level(1, 9.17, coherent=5)},
-           "coherence": {"passed": True, "probes_passed": 8, "probes_total": 8, "class": "ok",
-                         "probes": [{"name": "capital", "passed": True}, {"name": "gold", "passed": False,
-                                                                            "class": "incoherent", "expect": "Au",
-                                                                            "answer": "Ag"}]}}
+    probes = [{"name": "capital", "passed": True},
+              {"name": "gold", "passed": False, "class": "incoherent", "expect": "Au", "answer": "Ag"}]
+    run = {"run_id": "r1", "fingerprint": {"gpu": "H200"},
+           "levels": {"256": level(256, 1520.55, True), "1": level(1, 9.17, coherent=5)},
+           "coherence": {"passed": True, "probes_passed": 8, "probes_total": 8, "class": "ok", "probes": probes}}
     lines = bench_report.table_lines(list(run["levels"].values()))
     assert lines[0] == bench_report.HEADER[0]
     assert lines[2] == "| 1 | 9.17 | 18.34 | 28 | 20.50 | 100.0/250.0 | 40.0 | NO (5/8) |"

@@ -33,7 +33,7 @@ def _collections_path():
 def run(tmp_path, **args):
     p = tmp_path / "args.json"
     p.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    cp = subprocess.run([sys.executable, MODULE, str(p)], capture_output=True, text=True, timeout=120,
+    cp = subprocess.run([sys.executable, MODULE, str(p)], capture_output=True, text=True, timeout=120, check=False,
                         env=dict(os.environ, PYTHONPATH=_collections_path()))
     return json.loads(cp.stdout)
 
