@@ -11,6 +11,8 @@ After every case the server answering is checked to be the last-known-good one (
 its answers to the probes).
 
 Needs root, the cached test-host rootfs, the engine wheelhouse and the tiny model (tests/stages/20-fixtures.sh).
+By default it creates its own host; with GPUHOST_ROLE_TEST_SANDBOX=1 it runs on the sandbox host that
+`make sandbox` deployed (tests/stages/50-sandbox.sh does that, saving a second engine install).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,11 +32,12 @@ TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 WHEELHOUSE = os.path.join(ROOT, ".cache", "wheelhouse")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
 ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="ir")
-NAME = "sgrole"
+USE_SANDBOX = os.environ.get("GPUHOST_ROLE_TEST_SANDBOX") == "1"
+NAME = "sandbox" if USE_SANDBOX else "sgrole"
 SSH_OPTS = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5"]
 
-pytestmark = [pytest.mark.testhosts, pytest.mark.engine]
+pytestmark = [pytest.mark.testhosts, pytest.mark.engine, pytest.mark.serving_role]
 
 if not (os.path.isdir(WHEELHOUSE) and os.path.isfile(os.path.join(MODELS, "good", "config.json"))):
     pytestmark.append(pytest.mark.skip(reason="fixtures missing: run tests/stages/20-fixtures.sh (make fixtures)"))
@@ -42,6 +45,10 @@ if not (os.path.isdir(WHEELHOUSE) and os.path.isfile(os.path.join(MODELS, "good"
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
+    if USE_SANDBOX:
+        yield {"name": NAME, "address": "10.231.200.2", "identity_file": "/var/cache/gpuhost-testhosts/id_ed25519",
+               "inventory": os.path.join(ROOT, "inventories", "sandbox", "hosts.yml")}
+        return
     subprocess.run([sys.executable, TESTHOST, "prepare"], env=ENV, check=True, capture_output=True)
     proc = subprocess.run([sys.executable, TESTHOST, "create", NAME, "--bind-ro", WHEELHOUSE + ":/opt/wheelhouse"],
                           env=ENV, check=True, capture_output=True, text=True)

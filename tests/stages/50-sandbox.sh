@@ -13,3 +13,6 @@ out=$(ansible-playbook playbooks/deploy.yml 2>&1) || { echo "$out"; exit 1; }
 echo "$out" | tail -4
 echo "second deploy: $(( $(date +%s) - start ))s"
 echo "$out" | grep -E '^sandbox +: .*changed=0 .*failed=0' >/dev/null || { echo "second deploy was not idempotent"; exit 1; }
+
+# The serving role's gate cases (bad flag, start failure, NaN and random models, fallback chain) on this host.
+GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -q -p no:cacheprovider -m serving_role tests/integration/test_serving_role.py
