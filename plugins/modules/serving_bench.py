@@ -471,8 +471,8 @@ def run_probes(p, model, api):
         bodies.append(bench_client.build_payload(api, model, probe_text(probes[0], api), p["probe_max_tokens"],
                                                  temperature=0.0, logprobs=True))
     recs, dummy = bench_client.run_load(p["base_url"], api, bodies, concurrency=len(bodies), processes=1,
-                                    timeout=min(p["timeout"], 120.0), stall_timeout=p["stall_timeout"],
-                                    api_key=p["api_key"], keep_text=True)
+                                        timeout=min(p["timeout"], 120.0), stall_timeout=p["stall_timeout"],
+                                        api_key=p["api_key"], keep_text=True)
     verdicts = []
     for probe, rec in zip(probes, recs):
         if not rec["ok"]:
@@ -582,7 +582,7 @@ def preflight_ignore_eos(p, model, api, prompt):
     """One short request with ignore_eos; a 4xx naming/rejecting the field -> retry without it."""
     body = bench_client.build_payload(api, model, prompt, 4, p["temperature"], ignore_eos=True)
     recs, dummy = bench_client.run_load(p["base_url"], api, [body], 1, 1, timeout=min(p["timeout"], 120.0),
-                                    stall_timeout=p["stall_timeout"], api_key=p["api_key"])
+                                        stall_timeout=p["stall_timeout"], api_key=p["api_key"])
     rec = recs[0]
     if rec["ok"]:
         return True, None
@@ -590,7 +590,7 @@ def preflight_ignore_eos(p, model, api, prompt):
     if rec["error"] == "http_4xx" and (" 422" in detail[:9] or "ignore_eos" in detail):
         body = bench_client.build_payload(api, model, prompt, 4, p["temperature"], ignore_eos=False)
         recs, dummy = bench_client.run_load(p["base_url"], api, [body], 1, 1, timeout=min(p["timeout"], 120.0),
-                                        stall_timeout=p["stall_timeout"], api_key=p["api_key"])
+                                            stall_timeout=p["stall_timeout"], api_key=p["api_key"])
         if recs[0]["ok"]:
             return False, detail[:200]
         rec = recs[0]
@@ -686,11 +686,11 @@ def main():
             module.fail_json(msg="run %s has failures: %s" % (run_id, "; ".join(doc["failures"])), **out)
         module.exit_json(**out)
 
+    if module.check_mode:
+        module.exit_json(skipped=True, msg="check mode: no requests sent, nothing written", **out)
     if not bench_client.HAS_AIOHTTP:
         out["failure_class"] = "missing_library"
         module.fail_json(msg=missing_required_lib("aiohttp"), exception=str(bench_client.AIOHTTP_IMPORT_ERROR), **out)
-    if module.check_mode:
-        module.exit_json(skipped=True, msg="check mode: no requests sent, nothing written", **out)
 
     report_dir = p["report_dir"]
     progress = Progress(report_dir)
@@ -822,7 +822,7 @@ def main():
             wb = [bench_client.build_payload(api, model, prompts[i % len(prompts)], p["output_len"], p["temperature"],
                                              use_eos) for i in range(p["warmup"])]
             wrecs, dummy = bench_client.run_load(p["base_url"], api, wb, p["warmup"], 1, p["timeout"], p["stall_timeout"],
-                                             p["api_key"])
+                                                 p["api_key"])
             werr = [r for r in wrecs if not r["ok"]]
             if werr:
                 raise BenchFailure(werr[0]["error"], "warmup failed: %s" % (werr[0].get("detail") or werr[0]["error"]))

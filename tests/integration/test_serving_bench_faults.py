@@ -74,7 +74,8 @@ def test_http_5xx(tmp_path):
 
 def test_http_5xx_counted_in_load(tmp_path):
     with fake_server("http_5xx") as (url, dummy):
-        args = dict(SMALL, warmup=0, run_probes=False, ignore_eos=False)
+        args = dict(SMALL)
+        args.update(warmup=0, run_probes=False, ignore_eos=False)
         res, dummy = run_module(tmp_path, base_url=url, **args)
     assert_failed(res, "http_5xx")
     assert res["results"][0]["errors"] == {"http_5xx": 16}
@@ -86,7 +87,8 @@ def test_mid_stream_faults(tmp_path, behavior, cls):
     rep = str(tmp_path / "rep")
     with fake_server(behavior) as (url, dummy):
         # probes answer in one event, so they pass; the 32-token load streams hit the fault
-        args = dict(SMALL, warmup=0, report_dir=rep, stall_timeout=1.0, ignore_eos=False)
+        args = dict(SMALL)
+        args.update(warmup=0, report_dir=rep, stall_timeout=1.0, ignore_eos=False)
         res, dt = run_module(tmp_path, base_url=url, **args)
     assert_failed(res, cls, rep)
     assert res["results"][0]["errors"] == {cls: 16}
@@ -110,7 +112,8 @@ def test_server_dies_mid_run(tmp_path):
     rep = str(tmp_path / "rep")
     # probes (8 + NaN probe) + preflight + 1 warmup = 11 requests, then 5 load requests, then exit
     with fake_server("die_after", "--die-after", "16", "--itl", "0.005") as (url, dummy):
-        args = dict(SMALL, num_prompts=64, report_dir=rep)
+        args = dict(SMALL)
+        args.update(num_prompts=64, report_dir=rep)
         res, dummy = run_module(tmp_path, base_url=url, **args)
     assert res["failed"] and res["failure_class"] in ("connection_refused", "disconnected"), res["msg"]
     errs = res["results"][0]["errors"]

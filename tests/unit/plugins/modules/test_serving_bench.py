@@ -77,6 +77,7 @@ def test_check_mode_sends_nothing(tmp_path):
 
 
 def test_closed_port_is_connection_refused(tmp_path):
+    pytest.importorskip("aiohttp")
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -91,6 +92,30 @@ def test_report_mode_needs_an_existing_run(tmp_path):
     assert res["failed"] and "no run file for run_id nope" in res["msg"]
     res = run(tmp_path, base_url="http://x:1", mode="report")
     assert res["failed"] and "mode=report needs report_dir and run_id" in res["msg"]
+
+
+def test_missing_aiohttp_is_a_clear_failure(tmp_path):
+    try:
+        import aiohttp  # noqa: F401  pylint: disable=unused-import
+    except ImportError:
+        res = run(tmp_path, base_url="http://127.0.0.1:1", probes_only=True)
+        assert res["failed"] and res["failure_class"] == "missing_library" and "aiohttp" in res["msg"]
+        return
+    # aiohttp is installed here: hide it from a child interpreter to exercise the guarded import
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\nclass _Block:\n    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'aiohttp' or name.startswith('aiohttp.'):\n            raise ImportError('blocked')\n"
+        "        return None\nsys.meta_path.insert(0, _Block())\n")
+    p = tmp_path / "args.json"
+    p.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"base_url": "http://127.0.0.1:1", "probes_only": True}}))
+    env = dict(os.environ, PYTHONPATH=str(blocker) + os.pathsep + _collections_path())
+    cp = subprocess.run([sys.executable, MODULE, str(p)], capture_output=True, text=True, timeout=120, check=False,
+                        env=env)
+    res = json.loads(cp.stdout)
+    assert res["failed"] and res["failure_class"] == "missing_library" and "aiohttp" in res["msg"]
+    assert "Traceback" not in res["msg"]
 
 
 def test_documentation_matches_argspec():
