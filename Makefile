@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export GPUHOST_ROOT := $(CURDIR)
 
-APT_PACKAGES := debootstrap systemd-container zstd iproute2 openssh-client rsync lxc python3-venv dpkg-dev git
+APT_PACKAGES := debootstrap systemd-container zstd iproute2 openssh-client rsync lxc python3-venv dpkg-dev gpg git make
 SANDBOX_NAME := sandbox
 SANDBOX_INDEX := 200
 concurrency ?= 8
