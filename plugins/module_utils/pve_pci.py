@@ -253,7 +253,7 @@ def preflight_problems(mode, vfio_gpus, lxc_gpus, pci_addresses, iommu, nvidia_g
                 raise ValueError
         except (TypeError, ValueError):
             cid = None
-            problems.append("proxmox_lxc_gpu_ctid: %r is not a valid container id (allowed: 100..999999999)" % (ctid,))
+            problems.append("proxmox_lxc_gpu_ctid: %s is not a valid container id (allowed: 100..999999999)" % (ctid,))
         if cid is not None and cid in guests.get("qemu", []):
             problems.append("proxmox_lxc_gpu_ctid: %d is a QEMU VM on this cluster, not a container (allowed: a free id "
                             "or an existing container: %s)" % (cid, ", ".join(str(i) for i in guests.get("lxc", [])) or "none"))

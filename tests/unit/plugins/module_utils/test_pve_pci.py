@@ -119,7 +119,7 @@ def test_preflight_ok_split_and_normalized():
     (dict(mode="lxc", lxc=()), "proxmox_host_vfio_gpus is only used with proxmox_host_mode: vfio (got lxc)"),
     (dict(acs_disable=True), "proxmox_host_acs_disable: true is not allowed with proxmox_host_mode: vfio"),
     (dict(ctid=100, guests={"qemu": [100], "lxc": [101]}), "proxmox_lxc_gpu_ctid: 100 is a QEMU VM on this cluster"),
-    (dict(ctid="abc"), "proxmox_lxc_gpu_ctid: 'abc' is not a valid container id (allowed: 100..999999999)"),
+    (dict(ctid="abc"), "proxmox_lxc_gpu_ctid: abc is not a valid container id (allowed: 100..999999999)"),
     (dict(vfio=("41:00.0", "0000:41:00.0"), lxc=()), "proxmox_host_vfio_gpus lists 0000:41:00.0 more than once"),
 ])
 def test_preflight_problems(kw, needle):
