@@ -100,6 +100,10 @@ _TEXT_RX = {
     "completions": re.compile(rb'"text"\s*:\s*"((?:[^"\\]|\\.)*)"'),
     "chat": re.compile(rb'"content"\s*:\s*"((?:[^"\\]|\\.)*)"'),
 }
+_TEXT_SEPS = {
+    "completions": (b'"text":"', b'"text": "'),
+    "chat": (b'"content":"', b'"content": "'),
+}
 # anything that needs the full decoder: non-null usage/finish/logprobs, errors, reasoning text, tool calls
 # (a reasoning_content string, or a content-less event, fails the one-text-per-event count check)
 _SLOW_MARKERS = (b'usage":{', b'usage": {', b'finish_reason":"', b'finish_reason": "', b'error"')
@@ -121,8 +125,18 @@ def _fast_texts(payloads, api, logprobs=False, markers=True):
         for m in _LOGPROB_MARKERS:
             if m in blob:
                 return None
-    found = _TEXT_RX[api].findall(blob)
-    if len(found) != len(payloads) or blob.count(b"{") != blob.count(b"}"):
+    found = None
+    if b"\\" not in blob:
+        # no escapes at all: the string bodies end at the next double quote; bytes.split beats the regex
+        for sep in _TEXT_SEPS[api]:
+            if sep in blob:
+                parts = blob.split(sep)
+                if len(parts) - 1 == len(payloads):
+                    found = [x[:x.find(b'"')] for x in parts[1:]]
+                break
+    if found is None:
+        found = _TEXT_RX[api].findall(blob)
+    if len(found) != len(payloads):
         return None
     try:
         return json.loads(b'["' + b'","'.join(found) + b'"]')
