@@ -337,7 +337,7 @@ def run_load(base_url, api, bodies, concurrency, processes=1, timeout=300.0, sta
     return records, stats
 
 
-def client_verdict(stats, cpu_threshold=0.9, lag_threshold_ms=2.0):
+def client_verdict(stats, cpu_threshold=0.9, lag_threshold_ms=1.0):
     """Combine per-shard stats: (client dict, client_bound bool, reason or None)."""
     reasons = []
     for i, s in enumerate(stats):
