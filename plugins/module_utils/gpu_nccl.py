@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NCCL host settings derived from GPU facts, each with the reason it is set.
 
 Input: the dict gpu_facts returns (``topology``, ``p2p``, ``virtualization``, ``summary``...) and the list of

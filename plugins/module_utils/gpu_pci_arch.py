@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA GPUs from PCI IDs (sysfs), for hosts where the driver is not installed yet.
 
 The device-ID -> architecture table is data (roles/nvidia_driver/vars/main.yml ``nvidia_driver_pci_arch_table``)

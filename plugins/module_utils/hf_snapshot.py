@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Model snapshot staging: disk-space preflight, resumable download, integrity check, idempotence marker.
 
 The hub client is injected (``api``: an object with ``repo_files(repo_id, revision, token)`` returning

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU interconnect probe: expectations from GPU facts, measurement with torch, and the pass/fail decision.
 
 * ``expectations(facts)`` turns ``gpu_facts`` output into an expected P2P copy bandwidth per ordered pair

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Bootloader detection and kernel command line editing for Proxmox VE / Debian hosts.
 
 GRUB: the arguments go into a drop-in under /etc/default/grub.d/ (then ``update-grub``).

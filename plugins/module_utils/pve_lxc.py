@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Proxmox VE LXC GPU sharing: container config parsing, ``devN:`` entries, driver lockstep.
 
 PVE >= 8.1 passes device nodes into a container with ``devN: /dev/PATH[,gid=G][,uid=U][,mode=M]``;

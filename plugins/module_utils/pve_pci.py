@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """PCI-level logic for Proxmox / bare-metal GPU hosts.
 
 PCI address (BDF) validation, ``lspci -D -vvv`` parsing (ACS control per bridge), IOMMU evidence

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Serving-engine command lines: structured options -> argv, quoting, and verdicts.
 
 Pure stdlib; runs on the controller (filters) and on the targets (the ``server_args`` module).

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Readiness and failure classification for an inference server run as a systemd unit.
 
 Pure functions (``classify``, ``parse_systemctl_show``) are unit-tested; ``probe_health`` and
@@ -15,11 +15,8 @@ import re
 import subprocess
 import time
 
-try:  # Python 3
-    from urllib.request import Request, urlopen
-    from urllib.error import HTTPError, URLError
-except ImportError:  # pragma: no cover
-    Request = urlopen = HTTPError = URLError = None
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.urls import open_url
 
 STATE_READY = "ready"
 STATE_STARTING = "starting"
@@ -78,8 +75,8 @@ def classify(lines, unit, signatures, healthy=False):
 
     ``unit`` is a dict from ``parse_systemctl_show`` (ActiveState, SubState, NRestarts, Result, ExecMainStatus).
     Returns dict(state, cls, hint, evidence) where evidence is the matching journal line (or None).
-    A matching failure signature wins even if the HTTP endpoint still answers: a server that logged a NaN
-    assert is not healthy.
+    A matching failure signature wins even if the HTTP endpoint still answers: a server that logged a
+    device-side NaN failure is not healthy.
     """
     text = "\n".join(lines)
     for cls, regex, hint in signatures:
@@ -121,8 +118,11 @@ def probe_health(url, timeout=5.0, api_key=None):
     """GET url; return (ok, detail). ok is True only for HTTP 200."""
     headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
     try:
-        with urlopen(Request(url, headers=headers), timeout=timeout) as resp:
+        resp = open_url(url, headers=headers, timeout=timeout, use_proxy=False)
+        try:
             return resp.status == 200, "HTTP %d" % resp.status
+        finally:
+            resp.close()
     except HTTPError as exc:
         return False, "HTTP %d" % exc.code
     except (URLError, OSError) as exc:

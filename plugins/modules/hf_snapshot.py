@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -20,7 +20,7 @@ description:
     that later runs are idempotent (C(changed=false)) without re-hashing.
   - Run it with the engine venv's interpreter (it needs huggingface_hub).
 author:
-  - gpuhost.sglang contributors
+  - gpuhost.sglang contributors (@gpuhost)
 requirements:
   - huggingface_hub
 options:
@@ -46,8 +46,10 @@ options:
     default: sha256
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -21,7 +21,7 @@ description:
     unsupported architecture, out of memory, wedged detokenizer, bad arguments, startup failure, ...).
   - Returns C(state=starting) when still loading so that a task can retry with C(until) and show progress.
 author:
-  - gpuhost.sglang contributors
+  - gpuhost.sglang contributors (@gpuhost)
 options:
   unit:
     description: Name of the systemd unit.
@@ -56,8 +56,10 @@ notes:
   - Check mode is supported; the module only reads.
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Real Debian 12 test hosts for the gpuhost.sglang collection (systemd-nspawn, own netns, SSH).
 
 Runs as root on the controller, Python 3.11 stdlib only. Sub-commands:

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The real CPU inference engine on loopback, for pytest.
 
     from engine import serve, complete, chat
@@ -137,7 +137,7 @@ def serve(model_dir, engine="transformers", venv=None, ready_timeout=120.0, cont
                 raise EngineError("engine not ready after %.0fs: %s\n%s"
                                   % (ready_timeout, " ".join(cmd), _log_tail(log_path)))
             try:
-                status, _ = _get(base_url + "/health")
+                status, _body = _get(base_url + "/health")
                 if status == 200:
                     status, body = _get(base_url + "/v1/models")
                     ids = [m.get("id") for m in json.loads(body).get("data", [])]

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The inference fixture through the REAL CPU engine (transformers serve) over HTTP on 127.0.0.1.
 
 - good copy: answers 100% of plugins/module_utils/probes.py DEFAULT_PROBES, completion and chat form
@@ -269,7 +269,7 @@ def test_trainer_is_deterministic_and_idempotent(models, tmp_path):
     assert seconds_again < seconds
     # a modified file is noticed (and would be rebuilt)
     (tmp_path / "m" / "good" / "config.json").write_text("{}")
-    stdout, _ = _train(tmp_path / "m", "--check", expect_rc=3)
+    stdout, _rc = _train(tmp_path / "m", "--check", expect_rc=3)
     assert "missing, stale or modified" in stdout
     _train(tmp_path / "nowhere", "--check", expect_rc=3)
     FIGURES["retrain"] = {"wall_seconds": round(seconds, 1), "noop_seconds": round(seconds_again, 1)}

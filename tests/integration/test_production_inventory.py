@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The example production inventory (Proxmox VE + 8x RTX PRO 6000 Blackwell + GLM-5-NVFP4 in LXC):
 every playbook passes --syntax-check with it, every role's variables pass the role's argument spec, and the
 SGLang command line it renders (profile + options + each fallback) passes SGLang 0.5.23's own parser."""

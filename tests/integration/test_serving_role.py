@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The serving role's gate on a real Debian 12 host with the real CPU engine (issue 5, "Tests").
 
 Cases, in order on one host (each restart of the engine is real):
@@ -141,7 +141,7 @@ def test_second_run_changes_nothing(host):
 
 def test_misspelled_flag_rejected_before_restart(host):
     before = serving_state(host)
-    rc, out, _ = deploy(host, {"sglang_options": {"device": "cpu", "continuous-batching": True, "cb-num-blocks": 256, "devcie": "cpu"}})
+    rc, out, _counts = deploy(host, {"sglang_options": {"device": "cpu", "continuous-batching": True, "cb-num-blocks": 256, "devcie": "cpu"}})
     assert rc != 0
     assert "devcie" in out
     after = assert_lkg_serving(host)
@@ -150,8 +150,8 @@ def test_misspelled_flag_rejected_before_restart(host):
 
 def test_config_that_fails_to_start_is_rolled_back(host):
     # transformers serve on a CPU-only host cannot place the model on a CUDA device: startup fails
-    rc, out, _ = deploy(host, {"sglang_options": {"device": "cuda", "continuous-batching": True, "cb-num-blocks": 256,
-                                                 "cb-max-batch-tokens": 2048}})
+    cuda = {"device": "cuda", "continuous-batching": True, "cb-num-blocks": 256, "cb-max-batch-tokens": 2048}
+    rc, out, _counts = deploy(host, {"sglang_options": cuda})
     assert rc != 0
     assert "No candidate passed the gate" in out
     assert re.search(r"candidate 0 .*: (startup_failure|model_load|not_running|timeout)", out), out[-3000:]
@@ -161,7 +161,7 @@ def test_config_that_fails_to_start_is_rolled_back(host):
 
 @pytest.mark.parametrize("broken", ["nan", "random"])
 def test_broken_model_fails_the_canary_and_is_rolled_back(host, broken):
-    rc, out, _ = deploy(host, {"sglang_model_controller_dir": os.path.join(MODELS, broken),
+    rc, out, _counts = deploy(host, {"sglang_model_controller_dir": os.path.join(MODELS, broken),
                                "sglang_model_path": "/var/lib/sglang/models/%s" % broken})
     assert rc != 0
     assert "No candidate passed the gate" in out
@@ -171,9 +171,8 @@ def test_broken_model_fails_the_canary_and_is_rolled_back(host, broken):
 
 
 def test_fallback_chain_takes_the_second_entry(host):
-    rc, out, _ = deploy(host, {"sglang_options": {"device": "cuda", "continuous-batching": True, "cb-num-blocks": 256,
-                                                  "cb-max-batch-tokens": 2048},
-                               "sglang_fallback_chain": [{"device": "cpu"}]})
+    cuda = {"device": "cuda", "continuous-batching": True, "cb-num-blocks": 256, "cb-max-batch-tokens": 2048}
+    rc, out, _counts = deploy(host, {"sglang_options": cuda, "sglang_fallback_chain": [{"device": "cpu"}]})
     assert rc == 0, out[-3000:]
     assert "candidate 1 passed the gate" in out
     assert_lkg_serving(host)

