@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run gpu_facts' and gpu_link_probe's logic as plain Python (no Ansible) and check them against
 independent sources on a real GPU box:
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Independent interconnect measurement, sharing no code with plugins/module_utils/link_probe.py.
 
 * P2P: cupy's runtime cudaMemcpyPeerAsync on a non-default stream, timed with CUDA events on that stream
