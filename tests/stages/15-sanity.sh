@@ -22,5 +22,5 @@ git ls-files -co --exclude-standard -z | grep -zv '^collections/' | xargs -0 cp 
 cd "$work"
 git init -q . && git add -A >/dev/null 2>&1 || true
 ansible-test sanity --local --python 3.11 --requirements --color no \
-  --skip-test shebang --exclude tests/hosts/ --exclude tests/fixtures/ --exclude benchmarks/ 2>&1 | tail -40
-ansible-test units --local --python 3.11 --requirements --color no 2>&1 | tail -15
+  --skip-test shebang --exclude tests/hosts/ --exclude tests/fixtures/ --exclude benchmarks/ 2>&1 | grep -vE "^(WARNING: Location|Processing|Installing|Successfully|Collecting|Downloading|  Downloading|Requirement|Looking|Using cached| +━)"
+ansible-test units --local --python 3.11 --requirements --color no 2>&1 | grep -vE "^(WARNING: Location|Processing|Installing|Successfully|Collecting|Downloading|  Downloading|Requirement|Looking|Using cached| +━)"
