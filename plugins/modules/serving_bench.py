@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE), a license compatible with the GNU General Public License v3.0+
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -161,7 +161,8 @@ options:
   client_lag_threshold_ms:
     description:
       - Event-loop lag p99 above which a level is marked C(client_bound). Half of the 2 ms timing-error budget
-        (measured: a lag p99 of 1.9 ms went with a TTFT error p99 of 3.4 ms).
+        (measured, a lag p99 of 1.9 ms went with a TTFT error p99 of 3.4 ms).
+      - On a client-bound level the regression gate ignores latency changes below twice the measured lag p99.
     type: float
     default: 1.0
   client_cpu_threshold:
@@ -178,6 +179,7 @@ options:
     default: 0.1
   min_abs_ms:
     description: Latency regressions smaller than this many milliseconds are ignored (timer noise).
+      On client-bound levels the floor is raised to twice the client's lag p99.
     type: float
     default: 1.0
   gate_metrics:
@@ -860,11 +862,13 @@ def main():
                 base = bench_store.load_baseline(p["baseline_dir"], key)
                 base_level = (base or {}).get("levels", {}).get(str(conc))
                 metrics = list(p["gate_metrics"])
+                floor = p["min_abs_ms"]
                 if res["client_bound"]:
-                    metrics = [m for m in metrics if m in ("output_throughput", "total_throughput")]
-                    reg["note"] = "client-bound level: latency metrics not gated"
+                    # latency the client may have inflated by up to its own lag: only changes well beyond it count
+                    floor = max(floor, 2.0 * (res["client"].get("max_lag_p99_ms") or 0.0))
+                    reg["note"] = "client-bound level: latency changes below %.1f ms (2 x client lag p99) ignored" % floor
                 if base_level is not None:
-                    reg["checks"] = bench_store.compare(agg, base_level, metrics, p["tolerance"], p["min_abs_ms"])
+                    reg["checks"] = bench_store.compare(agg, base_level, metrics, p["tolerance"], floor)
                     reg["status"] = "compared"
                     reg["passed"] = all(c["passed"] for c in reg["checks"])
                     reg["baseline_run_id"] = base_level.get("run_id")
