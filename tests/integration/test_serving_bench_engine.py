@@ -121,7 +121,8 @@ def test_broken_models_fail_the_gate(tmp_path, name, cls):
 
 
 def test_throttled_engine_is_a_regression_and_unchanged_rerun_passes(tmp_path):
-    args = dict(LOAD, concurrency=2, num_prompts=16, trials=3, tolerance=0.25, run_probes=False,
+    args = dict(LOAD)
+    args.update(concurrency=2, num_prompts=16, trials=3, tolerance=0.25, run_probes=False,
                 baseline_dir=str(tmp_path / "base"), report_dir=str(tmp_path / "rep"),
                 fingerprint={"host": "loopback", "model": "tinymodel/good"},
                 gate_metrics=["output_throughput", "ttft_ms.p50", "e2e_ms.p50"])
