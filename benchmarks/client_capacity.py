@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Client capacity: streamed tokens per client CPU-second against a zero-latency loopback server (one SSE
 event per token), serving_bench's client side by side with sglang.bench_serving 0.5.23 in the same run.
 

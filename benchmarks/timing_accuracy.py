@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Timing accuracy of serving_bench's client: a loopback server records when it actually sent each event
 (time.monotonic(), CLOCK_MONOTONIC, the same clock the client uses) and writes that time into the event's
 text; the client's observed TTFT/ITL are compared with the server's truth at concurrency 1, 256 and 1024.

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Streaming load client for OpenAI-compatible servers: asyncio + aiohttp, sharded over processes.
 
 Hot path per request: send a pre-serialized body, append ``(time.monotonic(), bytes)`` per socket

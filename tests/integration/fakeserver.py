@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Loopback fake OpenAI-compatible streaming server (aiohttp.web) for fault and timing tests.
 
 Binds 127.0.0.1 only. Run as a subprocess: ``python fakeserver.py --behavior ok --port 0`` prints

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/bench.yml end to end with ansible-playbook (the module travels through AnsiballZ, the client
 forks its shards inside it) against loopback fake servers: -e concurrency as an int, a comma list and a
 YAML list; one task per level; the table printed at the end; a failing server fails the play with the

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """serving_bench: input parsing/validation in-process, and the module run as Ansible runs it (own
 interpreter, JSON args) for bad input, check mode, report mode and a closed port."""
 
