@@ -161,8 +161,9 @@ def test_config_that_fails_to_start_is_rolled_back(host):
 
 @pytest.mark.parametrize("broken", ["nan", "random"])
 def test_broken_model_fails_the_canary_and_is_rolled_back(host, broken):
-    rc, out, _counts = deploy(host, {"sglang_model_controller_dir": os.path.join(MODELS, broken),
-                               "sglang_model_path": "/var/lib/sglang/models/%s" % broken})
+    extra = {"sglang_model_controller_dir": os.path.join(MODELS, broken),
+             "sglang_model_path": "/var/lib/sglang/models/%s" % broken}
+    rc, out, _counts = deploy(host, extra)
     assert rc != 0
     assert "No candidate passed the gate" in out
     assert re.search(r"candidate 0 .*: incoherent", out), out[-3000:]
