@@ -94,8 +94,13 @@ def classify(lines, unit, signatures, healthy=False):
                 "hint": "The process exited before it was ready (exit status %s, %d restarts)."
                         % (unit.get("ExecMainStatus", "?"), restarts),
                 "evidence": lines[-1] if lines else None}
-    if active == "inactive":
-        return {"state": STATE_FAILED, "cls": "not_running", "hint": "The unit is not running.", "evidence": None}
+    if active in ("inactive", "deactivating"):
+        # A restart queued without blocking first stops the old process: until systemd logs "Starting ..."
+        # for this unit, inactive means "not started yet", not "exited".
+        if not any(line.startswith("Starting ") for line in lines):
+            return {"state": STATE_STARTING, "cls": None, "hint": "", "evidence": lines[-1] if lines else None}
+        return {"state": STATE_FAILED, "cls": "not_running", "hint": "The unit stopped after it was started.",
+                "evidence": lines[-1] if lines else None}
     if healthy:
         return {"state": STATE_READY, "cls": None, "hint": "", "evidence": None}
     return {"state": STATE_STARTING, "cls": None, "hint": "", "evidence": lines[-1] if lines else None}

@@ -51,9 +51,18 @@ def test_startup_failure_from_unit_state(unit):
     assert res["evidence"] == "ValueError: boom"
 
 
-def test_inactive_is_not_running():
-    res = sr.classify([], {"ActiveState": "inactive", "NRestarts": "0"}, SIGS)
+def test_inactive_after_a_start_is_not_running():
+    lines = ["Starting sglang.service - server...", "Deactivated successfully."]
+    res = sr.classify(lines, {"ActiveState": "inactive", "NRestarts": "0"}, SIGS)
     assert (res["state"], res["cls"]) == (sr.STATE_FAILED, "not_running")
+
+
+@pytest.mark.parametrize("active", ["inactive", "deactivating"])
+def test_restart_not_begun_yet_is_starting(active):
+    # right after a non-blocking restart the old process is still stopping: no "Starting" line yet
+    lines = ["Stopping sglang.service - server...", "INFO:     Shutting down"]
+    res = sr.classify(lines, {"ActiveState": active, "NRestarts": "0"}, SIGS)
+    assert res["state"] == sr.STATE_STARTING
 
 
 def test_bad_signature_is_reported():
