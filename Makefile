@@ -58,3 +58,4 @@ test:
 clean-hosts:
 	$(PY) tests/hosts/testhost.py destroy --all
 	GPUHOST_TESTHOST_TAG=it $(PY) tests/hosts/testhost.py destroy --all
+	GPUHOST_TESTHOST_TAG=ir $(PY) tests/hosts/testhost.py destroy --all
