@@ -90,13 +90,15 @@ options:
     default: 600
 notes:
   - Supports check mode; the probe only reads, so it runs in check mode too.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

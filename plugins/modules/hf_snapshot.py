@@ -44,13 +44,15 @@ options:
     type: str
     choices: [sha256, size]
     default: sha256
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""
