@@ -15,7 +15,8 @@ export PATH=$atv/bin:$PATH
 rm -rf ~/.ansible/test/venv  # a half-deleted venv from an interrupted run breaks ansible-test
 mkdir -p ~/.ansible/test/cache
 cp tests/fixtures/get_pip_offline.py ~/.ansible/test/cache/get_pip_24_2.py
-work=$GPUHOST_ROOT/.cache/ansible-test/ansible_collections/gpuhost/sglang
+# GPUHOST_SANITY_DIR: a private work tree (several checkouts sharing one .cache must not share it).
+work=${GPUHOST_SANITY_DIR:-$GPUHOST_ROOT/.cache/ansible-test}/ansible_collections/gpuhost/sglang
 rm -rf "$work" && mkdir -p "$work"
 # tracked + untracked-but-not-ignored files, as a clean clone would have them
 git ls-files -co --exclude-standard -z | grep -zv '^collections/' | xargs -0 cp --parents -P -t "$work"
