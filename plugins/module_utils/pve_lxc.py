@@ -19,11 +19,12 @@ import os
 import re
 import stat
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvidia_banner
+
 MAX_DEV_INDEX = 256
 NVIDIA_MAJOR = 195
 _GPU_NODE_RE = re.compile(r"^/dev/nvidia(\d+)$")
 _SHARED_ORDER = ("/dev/nvidiactl", "/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
-_VERSION_RE = re.compile(r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(?P<v>\d+\.\d+(?:\.\d+)?)\b")
 MISMATCH_TEXT = "Driver/library version mismatch"
 
 
@@ -248,9 +249,11 @@ def render_lxc_raw(entries, nodes, cgroup_v1=False, host_dev_root="/dev"):
 
 
 def parse_nvidia_version(text):
-    """Return the kernel module version from /proc/driver/nvidia/version (None when not found)."""
-    m = _VERSION_RE.search(text or "")
-    return m.group("v") if m else None
+    """Return the kernel module version from /proc/driver/nvidia/version (None when not found).
+
+    One parser for every caller: module_utils/gpu/nvidia_banner.py (open and proprietary banners).
+    """
+    return nvidia_banner.module_version(text)
 
 
 def parse_gpu_information(text):

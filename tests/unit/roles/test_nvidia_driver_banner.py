@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The nvidia_driver role reads the loaded module's version with the expression in tasks/reboot.yml.
+
+The expression is taken from the role file itself and rendered by ansible-playbook (the real templar and the
+collection's filters) against the real banners of tests/unit/plugins/module_utils/gpu/fixtures.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import io
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+FIX = os.path.join(ROOT, "tests", "unit", "plugins", "module_utils", "gpu", "fixtures")
+CASES = {
+    "open-565.57.01-ubuntu2404.txt": "565.57.01",
+    "open-525.60.11-arch.txt": "525.60.11",
+    "open-555.58-gentoo.txt": "555.58",
+    "proprietary-384.98-ubuntu.txt": "384.98",
+    "": "",  # no module loaded: /proc/driver/nvidia/version missing (slurp failed, no content)
+}
+
+
+def _loaded_expression():
+    with open(os.path.join(ROOT, "roles", "nvidia_driver", "tasks", "reboot.yml")) as f:
+        tasks = yaml.safe_load(f)
+    for task in tasks:
+        if task.get("name") == "Decide whether a reboot is needed":
+            return task["vars"]["loaded"]
+    raise AssertionError("no task 'Decide whether a reboot is needed' in roles/nvidia_driver/tasks/reboot.yml")
+
+
+def _strip(expr):
+    """The Jinja expression inside one "{{ ... }}" (to embed it in a larger one)."""
+    expr = expr.strip()
+    assert expr.startswith("{{") and expr.endswith("}}"), expr
+    return "(" + expr[2:-2].strip() + ")"
+
+
+def test_loaded_version_from_real_banners(tmp_path):
+    expr = _loaded_expression()
+    tasks = []
+    for name in CASES:
+        content = ""
+        if name:
+            with io.open(os.path.join(FIX, name), "rb") as f:
+                content = base64.b64encode(f.read()).decode()
+        reg = {"content": content} if content else {"failed": True, "msg": "file not found"}
+        tasks.append({"name": name or "missing", "vars": {"nvidia_driver_proc_version": reg, "case": name or "missing"},
+                      "ansible.builtin.set_fact": {"got": "{{ got | default({}) | combine({case: %s}) }}" % _strip(expr)}})
+    tasks.append({"name": "save", "ansible.builtin.copy": {"content": "{{ got | to_json }}", "dest": str(tmp_path / "got.json"),
+                                                            "mode": "0644"}})
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "collections"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                          "-e", "ansible_python_interpreter=" + sys.executable, str(tmp_path / "play.yml")],
+                         env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    got = json.loads((tmp_path / "got.json").read_text())
+    assert got == {(k or "missing"): v for k, v in CASES.items()}
