@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters exposing the tested host-driver logic (module_utils/gpu) to the nvidia_driver role.
+
+nvidia_module_version   /proc/driver/nvidia/version text -> loaded module version ("" when none)
+kernel_header_packages  (kernel release, distribution, rule table) -> header packages for that kernel
+secure_boot_state       (mokutil --sb-state stdout, stderr, rc) -> {state, signing_required, evidence}
+mok_enrollment_state    (mokutil --test-key stdout, stderr, rc) -> enrolled | not_enrolled | pending | invalid | unknown
+mok_enrollment_steps    certificate path on the host -> the operator's steps (list of lines)
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import dkms, nvidia_banner
+
+
+def nvidia_module_version(text):
+    return nvidia_banner.module_version(text) or ""
+
+
+def kernel_header_packages(release, distribution, table):
+    try:
+        return dkms.header_packages(release, distribution, table)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def secure_boot_state(stdout, stderr="", rc=0):
+    return dkms.secure_boot_state(stdout, stderr, rc)
+
+
+def mok_enrollment_state(stdout, stderr="", rc=0):
+    return dkms.mok_enrollment_state(stdout, stderr, rc)
+
+
+def mok_enrollment_steps(cert_path):
+    return dkms.enrollment_steps(cert_path)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"nvidia_module_version": nvidia_module_version, "kernel_header_packages": kernel_header_packages,
+                "secure_boot_state": secure_boot_state, "mok_enrollment_state": mok_enrollment_state,
+                "mok_enrollment_steps": mok_enrollment_steps}
