@@ -59,8 +59,7 @@ def _tasks(items):
             continue
         yield t
         for key in ("block", "rescue", "always"):
-            for sub in _tasks(t.get(key)):
-                yield sub
+            yield from _tasks(t.get(key))
 
 
 def _scan():

@@ -22,6 +22,9 @@ import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FIX = os.path.join(ROOT, "tests", "unit", "plugins", "module_utils", "gpu", "fixtures")
+# a clone has collections/ansible_collections/gpuhost/sglang -> the root; ansible-test runs inside .../ansible_collections/gpuhost/sglang
+COLLECTIONS = (os.path.join(ROOT, "collections") if os.path.isdir(os.path.join(ROOT, "collections"))
+               else os.path.dirname(os.path.dirname(os.path.dirname(ROOT))))
 CASES = {
     "open-565.57.01-ubuntu2404.txt": "565.57.01",
     "open-525.60.11-arch.txt": "525.60.11",
@@ -58,11 +61,11 @@ def test_loaded_version_from_real_banners(tmp_path):
         reg = {"content": content} if content else {"failed": True, "msg": "file not found"}
         tasks.append({"name": name or "missing", "vars": {"nvidia_driver_proc_version": reg, "case": name or "missing"},
                       "ansible.builtin.set_fact": {"got": "{{ got | default({}) | combine({case: %s}) }}" % _strip(expr)}})
-    tasks.append({"name": "save", "ansible.builtin.copy": {"content": "{{ got | to_json }}", "dest": str(tmp_path / "got.json"),
-                                                            "mode": "0644"}})
+    save = {"content": "{{ got | to_json }}", "dest": str(tmp_path / "got.json"), "mode": "0644"}
+    tasks.append({"name": "save", "ansible.builtin.copy": save})
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "collections"),
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
                           "-e", "ansible_python_interpreter=" + sys.executable, str(tmp_path / "play.yml")],
