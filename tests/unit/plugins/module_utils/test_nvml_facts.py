@@ -125,6 +125,9 @@ def test_read_hypervisor(tmp_path):
     ("| NVIDIA-SMI 580.105.08             Driver Version: 580.105.08     CUDA Version: 13.0     |",
      ("580.105.08", "13.0")),
     ("| NVIDIA-SMI 575.51.03             Driver Version: 575.51.03   CUDA Version: 12.9     |", ("575.51.03", "12.9")),
+    # read on the lent H200 machine, 2026-12-01 (docs/gpu-stack.md)
+    ("| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |",
+     ("580.159.04", "13.0")),
     # the stand-in nvidia-smi of tests/fixtures/nvidia-apt-repo.sh
     ("NVIDIA-SMI 570.124.06 (stand-in)   Driver Version: 570.124.06   CUDA Version: 12.8", ("570.124.06", "12.8")),
     ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", None),

@@ -164,3 +164,12 @@ def test_the_stand_in_banner_is_what_the_real_nvcc_prints():
     rc, out, err = local_run([REAL_NVCC, "--version"])
     assert rc == 0 and tc.parse_nvcc_version(out) == "13.0"
     assert out == NVCC_13_0
+
+
+def test_the_metadata_of_the_real_torch_2_11_cu130_wheel():
+    """Requires-Dist lines of torch 2.11.0+cu130 as read on the lent H200 machine (docs/gpu-stack.md)."""
+    probe = {"torch_version_py": False, "dists": {"torch": "2.11.0"}, "torch_requires": [
+        'cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.2; '
+        'platform_system == "Linux"',
+        'cuda-bindings<14,>=13.0.3; platform_system == "Linux"']}
+    assert tc.torch_cuda(probe) == ("13.0", "torch METADATA cuda-toolkit==13.0.2")
