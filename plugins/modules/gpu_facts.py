@@ -20,7 +20,7 @@ description:
   - With no C(pynvml), no driver or no GPU it returns RV(gpu_count=0) and a C(reason), and fails only when
     O(require_gpus=true).
   - Where NVML cannot be read through C(pynvml), the header of plain C(nvidia-smi) (when it is installed and
-    answers) still gives RV(driver_version) and RV(cuda_version), with RV(driver_source=nvidia-smi): the serving
+    answers) still gives RV(driver_version) and RV(cuda_version), with RV(driver_source=nvidia-smi); the serving
     role checks the engine's CUDA against them.
   - The facts are also set as the C(gpuhost_gpu) host fact.
 author:
