@@ -92,9 +92,9 @@ def check(engine_cuda, driver_version, driver_cuda, rules, jit=True, what="the e
     needs = [(floor, "CUDA %s.x needs driver >= %s (minor-version compatibility floor)" % (major, floor))]
     if jit:
         needs.append((minor, "JIT of CUDA %s PTX needs driver >= %s" % (_cuda_text(cuda), minor)))
-    required = max((parse_driver(d) for d, _ in needs), key=_cmp_key)
-    required_text = [d for d, _ in needs if parse_driver(d) == required][0]
-    why = " and ".join(text for _, text in needs)
+    required_text = max((need[0] for need in needs), key=lambda d: _cmp_key(parse_driver(d)))
+    required = parse_driver(required_text)
+    why = " and ".join(need[1] for need in needs)
     need_cuda = cuda if jit else (cuda[0], 0)
     have = parse_driver(driver_version)
     have_cuda = parse_cuda(driver_cuda)

@@ -175,7 +175,7 @@ def build_c_extension(cc, probe, workdir, run):
 def _fill(templates, values, variable):
     out = []
     for template in templates:
-        names = [name for _, name, _, _ in string.Formatter().parse(template) if name]
+        names = [field[1] for field in string.Formatter().parse(template) if field[1]]
         unknown = [name for name in names if name not in PLACEHOLDERS]
         if unknown:
             raise ValueError("%s: %r uses {%s}; allowed placeholders: %s"

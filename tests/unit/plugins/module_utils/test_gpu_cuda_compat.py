@@ -109,7 +109,7 @@ def test_malformed_rules_raise_naming_the_key():
 def test_the_shipped_table_is_valid_and_monotonic():
     cc.validate_rules(RULES)
     rows = sorted(RULES["minor_driver"].items(), key=lambda kv: cc.parse_cuda(kv[0]))
-    drivers = [cc.parse_driver(v) for _, v in rows]
+    drivers = [cc.parse_driver(row[1]) for row in rows]
     assert drivers == sorted(drivers)
     for major, floor in RULES["major_floor"].items():
         assert RULES["minor_driver"]["%s.0" % major] == floor
