@@ -92,7 +92,10 @@ def doc_findings(role_dir: str, fix: bool) -> list[str]:
     readme = os.path.join(role_dir, "README.md")
     with tempfile.TemporaryDirectory() as tmp:
         want = generate_readme(role_dir, tmp)
-    have = open(readme, encoding="utf-8").read() if os.path.exists(readme) else None
+    have = None
+    if os.path.exists(readme):
+        with open(readme, encoding="utf-8") as f:
+            have = f.read()
     if have == want:
         return []
     if fix:
