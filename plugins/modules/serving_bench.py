@@ -324,8 +324,8 @@ results:
       type: dict
 coherence:
   description:
-    - Probe verdicts; C(passed), C(class), C(probes) (per probe: C(answer), C(reasoning), C(finish_reason),
-      C(output_tokens), C(max_tokens), C(retried), C(detail)), C(chat_fields), C(retried), C(nan_probe).
+    - "Probe verdicts; C(passed), C(class), C(probes) (per probe: C(answer), C(reasoning), C(finish_reason),
+      C(output_tokens), C(max_tokens), C(retried), C(detail)), C(chat_fields), C(retried), C(nan_probe)."
   returned: when probes ran
   type: dict
 failed:
