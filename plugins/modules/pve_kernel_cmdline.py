@@ -244,7 +244,7 @@ def main():
             iommu_passthrough=dict(type="bool", default=True),
             extra_args=dict(type="list", elements="str", default=[]),
             extra_args_var=dict(type="str", default="extra_args"),
-            passthrough_var=dict(type="str", default="iommu_passthrough"),
+            passthrough_var=dict(type="str", default="iommu_passthrough", no_log=False),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             bootloader=dict(type="str", required=True, choices=list(pve_boot.BOOTLOADERS)),
             proxmox_boot_tool=dict(type="bool", default=False),
