@@ -194,7 +194,7 @@ def _pins(path):
 
 
 def test_public_index_set_is_the_cpu_set_plus_torchs_cuda_runtime():
-    cpu, _ = _pins(REQ_CPU)
+    cpu = _pins(REQ_CPU)[0]
     pypi, hashes = _pins(REQ_PYPI)
     assert cpu["torch"].endswith("+cpu") and pypi["torch"] == cpu["torch"][:-len("+cpu")]
     assert {n: v for n, v in pypi.items() if n in cpu and n != "torch"} == {n: v for n, v in cpu.items() if n != "torch"}
