@@ -63,3 +63,4 @@ clean-hosts:
 	$(PY) tests/hosts/testhost.py destroy --all
 	GPUHOST_TESTHOST_TAG=it $(PY) tests/hosts/testhost.py destroy --all
 	GPUHOST_TESTHOST_TAG=ir $(PY) tests/hosts/testhost.py destroy --all
+	GPUHOST_TESTHOST_TAG=iu $(PY) tests/hosts/testhost.py destroy --all

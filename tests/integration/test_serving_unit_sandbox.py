@@ -39,7 +39,7 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 PLAYBOOK = os.path.join(ROOT, "tests", "integration", "files", "serving_unit.yml")
-ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="hc")
+ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="iu")
 NAME = "sgunit"
 SSH_OPTS = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5"]
