@@ -20,7 +20,7 @@ Not covered here: DeviceAllow= itself. These hosts run systemd under hybrid cgro
 mounted read-only, so systemd cannot apply device rules in them (a unit with DevicePolicy=strict still opens
 /dev/zero there); the device rules are checked as rendered text only.
 
-Needs root and the cached test-host rootfs (tests/hosts/testhost.py prepare). Own object tag "hc".
+Needs root and the cached test-host rootfs (tests/hosts/testhost.py prepare). Own object tag "iu".
 """
 
 from __future__ import absolute_import, division, print_function
