@@ -11,7 +11,7 @@ SANDBOX_NAME := sandbox
 SANDBOX_INDEX := 200
 concurrency ?= 8
 
-.PHONY: setup apt venv fixtures sandbox sandbox-host sandbox-deploy sandbox-bench sandbox-destroy test clean-hosts
+.PHONY: role-docs setup apt venv fixtures sandbox sandbox-host sandbox-deploy sandbox-bench sandbox-destroy test clean-hosts
 
 ## setup: Debian packages and the pinned controller toolchain (.venv)
 setup: apt venv
@@ -54,8 +54,13 @@ sandbox-destroy:
 test:
 	tests/run-all.sh
 
+## role-docs: regenerate roles/*/README.md from meta/argument_specs.yml (aar-doc; the lint stage fails when stale)
+role-docs: venv
+	$(PY) tests/lint/role_specs.py --fix-docs
+
 ## clean-hosts: every test host of ours (the sandbox, molecule's, the integration tests')
 clean-hosts:
 	$(PY) tests/hosts/testhost.py destroy --all
 	GPUHOST_TESTHOST_TAG=it $(PY) tests/hosts/testhost.py destroy --all
 	GPUHOST_TESTHOST_TAG=ir $(PY) tests/hosts/testhost.py destroy --all
+	GPUHOST_TESTHOST_TAG=iu $(PY) tests/hosts/testhost.py destroy --all

@@ -7,7 +7,9 @@ server_argv      options dict -> argv list (optionally pre-checked against flags
 systemd_exec     argv list -> one ExecStart= value (systemd quoting, %% and $$)
 shell_quote      argv list -> POSIX shell string (display only)
 sglang_profile   (gpu arch, model family, engine version, profile data[, overrides]) -> options dict
-sglang_profile_details  same arguments -> {options, evidence, matched, notes, fallbacks, arch, ...}
+sglang_profile_details  same arguments -> {options, evidence, environment, matched, notes, fallbacks, arch, ...}
+sglang_candidates  (profile fallbacks, host fallback chain, host options) -> the ordered candidate option mappings
+sglang_exposure    (listen address, port, engine's public path prefixes, api key set[, supported]) -> {warning, ...}
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,7 +18,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import ProfileError, select_profile
+from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import ProfileError, candidate_chain, select_profile
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.exposure import ExposureError, exposure
 from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
     OptionsError, negatable_for, precheck, server_argv as _server_argv, shell_quote as _shell_quote, systemd_exec as _systemd_exec)
 
@@ -64,6 +67,20 @@ def sglang_profile(gpu_arch, model_family, engine_version, data, overrides=None,
     return sglang_profile_details(gpu_arch, model_family, engine_version, data, overrides, engine)["options"]
 
 
+def sglang_candidates(profile_fallbacks, fallback_chain, host_options=None):
+    try:
+        return candidate_chain(profile_fallbacks, fallback_chain, host_options)
+    except ProfileError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def sglang_exposure(listen_address, port, public_path_prefixes, api_key_set, api_key_supported=True):
+    try:
+        return exposure(listen_address, port, public_path_prefixes, bool(api_key_set), bool(api_key_supported))
+    except ExposureError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -72,4 +89,6 @@ class FilterModule(object):
             "shell_quote": shell_quote,
             "sglang_profile": sglang_profile,
             "sglang_profile_details": sglang_profile_details,
+            "sglang_candidates": sglang_candidates,
+            "sglang_exposure": sglang_exposure,
         }

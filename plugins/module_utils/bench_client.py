@@ -256,6 +256,9 @@ def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherenc
     rec["ok"] = True
     if keep_text or rec["flags"]:
         rec["text"] = text[:300] if not keep_text else text
+    if keep_text:  # the coherence probes judge the answer apart from the reasoning
+        rec["content"] = p["content"]
+        rec["reasoning"] = p["reasoning"]
     return rec
 
 

@@ -105,9 +105,13 @@ _TEXT_SEPS = {
     "chat": (b'"content":"', b'"content": "'),
 }
 # anything that needs the full decoder: non-null usage/finish/logprobs, errors, reasoning text, tool calls
-# (a reasoning_content string, or a content-less event, fails the one-text-per-event count check)
+# (a content-less event fails the one-text-per-event count check; reasoning text: _REASONING_MARKERS)
 _SLOW_MARKERS = (b'usage":{', b'usage": {', b'finish_reason":"', b'finish_reason": "', b'error"')
 _LOGPROB_MARKERS = (b'logprobs":{', b'logprobs": {', b'logprobs":[', b'logprobs": [')
+# reasoning text in a delta (also next to content in one delta): SGLang's ``reasoning_content`` (0.5.23 sends
+# the key on every chat chunk, null when empty: sse_utils.py StreamDelta), vLLM's ``reasoning`` (vllm PR #27752)
+_REASONING_MARKERS = (b'reasoning_content":"', b'reasoning_content": "', b'"reasoning":"', b'"reasoning": "')
+REASONING_KEYS = ("reasoning_content", "reasoning")
 
 
 def _fast_texts(payloads, api, logprobs=False, markers=True):
@@ -119,6 +123,10 @@ def _fast_texts(payloads, api, logprobs=False, markers=True):
     blob = b"\n".join(payloads)
     if markers:
         for m in _SLOW_MARKERS:
+            if m in blob:
+                return None
+    if api == "chat":
+        for m in _REASONING_MARKERS:
             if m in blob:
                 return None
     if logprobs:
@@ -147,7 +155,8 @@ def _fast_texts(payloads, api, logprobs=False, markers=True):
 def parse_reads(reads, api="completions", logprobs=False):
     """Parse one streamed response. Returns a dict:
 
-    ``chunk_times`` (times of events carrying text), ``text``, ``finish_reason``, ``usage`` (dict or
+    ``chunk_times`` (times of events carrying text), ``text`` (all generated text, reasoning included),
+    ``content`` and ``reasoning`` (chat: the answer and the reasoning text apart), ``finish_reason``, ``usage`` (dict or
     None), ``done`` (saw [DONE]), ``events``, ``empty_events`` (events with a choice but no text),
     ``stream_error`` (error object or None), ``logprobs`` (logprob values seen, may contain NaN/inf),
     ``tail`` (undelivered bytes). Raises SSEError on malformed SSE/JSON. Logprobs are only collected
@@ -162,7 +171,8 @@ def parse_reads(reads, api="completions", logprobs=False):
     done = False
     chunk_times = []
     pieces = []
-    state = {"finish": None, "usage": None, "err": None, "empty": 0, "logprobs": [], "events": 0}
+    state = {"finish": None, "usage": None, "err": None, "empty": 0, "logprobs": [], "events": 0,
+             "reasoning": [], "reasoning_at": set()}
     for t, payloads in groups:
         if done:
             raise SSEError("data after [DONE]")
@@ -192,9 +202,12 @@ def parse_reads(reads, api="completions", logprobs=False):
         if rest:
             for o in decode_payloads(rest):
                 _slow_event(o, t, api, state, chunk_times, pieces)
+    text = "".join(pieces)
     return {
         "chunk_times": chunk_times,
-        "text": "".join(pieces),
+        "text": text,
+        "content": _content(state, pieces, text),
+        "reasoning": "".join(state["reasoning"]),
         "finish_reason": state["finish"],
         "usage": state["usage"],
         "done": done,
@@ -204,6 +217,14 @@ def parse_reads(reads, api="completions", logprobs=False):
         "logprobs": state["logprobs"],
         "tail": tail,
     }
+
+
+def _content(state, pieces, text):
+    """The chat content alone: the text pieces that were not reasoning."""
+    if not state["reasoning_at"]:
+        return text
+    at = state["reasoning_at"]
+    return "".join(p for i, p in enumerate(pieces) if i not in at)
 
 
 def _slow_event(o, t, api, state, chunk_times, pieces):
@@ -225,7 +246,15 @@ def _slow_event(o, t, api, state, chunk_times, pieces):
             raise SSEError("choice is not an object")
         if api == "chat":
             d = c.get("delta") or {}
-            piece = d.get("content") or d.get("reasoning_content") or ""
+            content = d.get("content") or ""
+            thought = next((d[k] for k in REASONING_KEYS if d.get(k)), "")
+            if not isinstance(content, str) or not isinstance(thought, str):
+                raise SSEError("choice text is not a string")
+            if thought:
+                state["reasoning"].append(thought)
+                if not content:
+                    state["reasoning_at"].add(len(pieces))
+            piece = content or thought
         else:
             piece = c.get("text") or ""
         if not isinstance(piece, str):

@@ -10,6 +10,14 @@ Detectors (each returns a flag name when it fires):
 - ``control_chars``: C0/C1 control characters other than tab/newline/carriage return.
 - ``script_soup``: letters from three or more writing systems, each a real share of the text.
 - ``repetition``: a loop: one word n-gram (or character unit) covering most of a long output.
+
+Probe verdicts judge the answer only. Reasoning models think before they answer: with a reasoning parser
+the server returns the thinking as ``reasoning_content`` and the answer as ``content`` (SGLang 0.5.23
+``serving_chat.py``; ``--reasoning-parser glm45``); without one the thinking is inline in the content,
+either as a ``<think>...</think>`` block (GLM-4.5/4.6, Qwen3) or, when the chat template opened the block in
+the prompt (GLM-4.7/GLM-5, Qwen3-thinking), as text ending in a dangling ``</think>``. :func:`split_reasoning`
+separates the two; reasoning without an answer is class ``no_answer`` (the model thought until max_tokens,
+or stopped), never ``empty`` (which means NaN weights).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,20 +31,50 @@ import unicodedata
 from collections import Counter
 
 DETECTORS = ("empty", "replacement_chars", "control_chars", "script_soup", "repetition")
-PROBE_CLASSES = ("ok", "empty", "nan", "incoherent")
-THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.S)
+PROBE_CLASSES = ("ok", "empty", "nan", "incoherent", "no_answer")
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+# numeric answers count in either form: "four" or "4" (a model that answers "2 + 2 = 4" knows the answer)
+NUMBER_WORDS = dict((w, str(i)) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split()))
+NUMBER_WORDS.update(dict((w, str(10 * i)) for i, w in enumerate(
+    "thirty forty fifty sixty seventy eighty ninety".split(), 3)))
+_NUMERAL_WORDS = dict((v, k) for k, v in NUMBER_WORDS.items())
 _WORD_RE = re.compile(r"\w+", re.U)
 _CONTROL_RE = re.compile(u"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _CHAR_LOOP_RE = re.compile(r"(.{1,40}?)\1{5,}", re.S)
 
 
+def split_reasoning(content, reasoning=None):
+    """``(answer, reasoning)`` of one reply from its ``content`` and, when the server has a reasoning parser,
+    its ``reasoning_content``.
+
+    Inline forms (no parser): ``<think>R</think>A`` and ``R</think>A`` (the template opened the block in the
+    prompt) give ``A``; like SGLang's reasoning detectors, the first ``</think>`` ends the reasoning. An
+    unclosed ``<think>R`` is reasoning with no answer yet.
+    """
+    text = content or ""
+    thought = [reasoning] if reasoning else []
+    if THINK_CLOSE in text:
+        head, dummy, answer = text.partition(THINK_CLOSE)
+        pre, opened, inner = head.partition(THINK_OPEN)
+        if opened:
+            thought.append(inner)
+            answer = pre + answer
+        else:
+            thought.append(head)
+    elif THINK_OPEN in text:
+        answer, dummy, inner = text.partition(THINK_OPEN)
+        thought.append(inner)
+    else:
+        answer = text
+    return answer, "".join(thought)
+
+
 def strip_reasoning(text):
-    """Drop a ``<think>...</think>`` block (reasoning models) before judging the answer."""
-    if "<think>" in text or "</think>" in text:
-        if "</think>" in text and "<think>" not in text:
-            return text.split("</think>", 1)[1]
-        return THINK_RE.sub("", text)
-    return text
+    """The answer part of ``text`` (see :func:`split_reasoning`)."""
+    return split_reasoning(text)[0]
 
 
 def _script(ch):
@@ -113,11 +151,18 @@ def detect(text, checks=DETECTORS):
     return flags
 
 
+def expect_forms(expect):
+    """The spellings that count for ``expect``: itself, and the numeral of a number word or vice versa."""
+    other = NUMBER_WORDS.get(expect.strip().lower()) or _NUMERAL_WORDS.get(expect.strip())
+    return [expect] + ([other] if other else [])
+
+
 def expect_found(text, expect, window_words=12):
-    """``expect`` appears, case-insensitive and as a whole word, within the first ``window_words`` words."""
+    """``expect`` (or its other numeric form) appears, case-insensitive and as a whole word, within the first
+    ``window_words`` words."""
     words = _WORD_RE.findall(text)
     head = " ".join(words[:window_words])
-    pat = r"(?<!\w)" + re.escape(expect) + r"(?!\w)"
+    pat = r"(?<!\w)(?:" + "|".join(re.escape(f) for f in expect_forms(expect)) + r")(?!\w)"
     return re.search(pat, head, re.I | re.U) is not None
 
 
@@ -128,29 +173,53 @@ def has_nan(values):
     return False
 
 
-def probe_verdict(probe, text, logprobs=None, checks=DETECTORS):
-    """Verdict for one known-answer probe.
+def _tokens(n):
+    return "%d" % n if n is not None else "an unknown number of"
 
-    Returns ``{"name", "expect", "answer", "passed", "class", "flags"}`` where class is one of
-    ``ok``, ``empty``, ``nan``, ``incoherent``.
+
+def probe_verdict(probe, text, logprobs=None, checks=DETECTORS, reasoning=None, finish_reason=None,
+                  output_tokens=None, max_tokens=None):
+    """Verdict for one known-answer probe: ``text`` is the reply's content, ``reasoning`` its
+    ``reasoning_content`` (servers with a reasoning parser), ``finish_reason``/``output_tokens``/``max_tokens``
+    say how the reply ended (for the message).
+
+    Returns ``{"name", "expect", "answer", "reasoning", "passed", "class", "flags", "finish_reason",
+    "output_tokens", "detail"}`` where class is one of ``ok``, ``empty``, ``nan``, ``incoherent``,
+    ``no_answer``. Only the answer is judged; the reasoning is recorded apart.
     """
-    answer = strip_reasoning(text or "")
+    answer, thought = split_reasoning(text or "", reasoning)
     flags = detect(answer, checks)
+    detail = None
+    cut = finish_reason == "length"
     if logprobs and has_nan(logprobs):
         cls = "nan"
+    elif not answer.strip() and thought.strip():
+        cls = "no_answer"
+        if cut:
+            detail = "thought for %s tokens and never answered%s" % (
+                _tokens(output_tokens), (" (max_tokens %d reached)" % max_tokens) if max_tokens else "")
+        else:
+            detail = "thought for %s tokens and stopped without an answer (finish_reason %s)" % (
+                _tokens(output_tokens), finish_reason)
     elif "empty" in flags:
         cls = "empty"
     elif expect_found(answer, probe["expect"]):
         cls = "ok"
     else:
         cls = "incoherent"
+        if cut and max_tokens:
+            detail = "max_tokens %d reached" % max_tokens
     return {
         "name": probe.get("name") or probe.get("prompt") or probe.get("question"),
         "expect": probe["expect"],
         "answer": answer[:200],
+        "reasoning": thought[:200],
         "passed": cls == "ok",
         "class": cls,
         "flags": flags,
+        "finish_reason": finish_reason,
+        "output_tokens": output_tokens,
+        "detail": detail,
     }
 
 
@@ -158,7 +227,8 @@ def summarize(verdicts, min_pass=1.0):
     """Overall gate from probe verdicts (and probe request errors, given as verdicts with class=error class).
 
     The failure class is the most specific one seen: a transport error class, then ``nan``, then
-    ``empty`` (all failing probes empty), else ``incoherent``.
+    ``empty`` (all failing probes empty), ``no_answer`` (all failing probes thought without answering, or
+    were empty), else ``incoherent``.
     """
     total = len(verdicts)
     passed = len([v for v in verdicts if v.get("passed")])
@@ -174,6 +244,8 @@ def summarize(verdicts, min_pass=1.0):
             cls = "nan"
         elif all(c == "empty" for c in failing):
             cls = "empty"
+        elif all(c in ("empty", "no_answer") for c in failing):
+            cls = "no_answer"
         else:
             cls = "incoherent"
     return {"passed": ok, "class": cls, "probes_passed": passed, "probes_total": total, "pass_rate": round(rate, 4)}

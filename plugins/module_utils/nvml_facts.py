@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
 # nvmlDeviceGetTopologyCommonAncestor -> nvidia-smi topo -m legend
 TOPOLOGY_LEVELS = {
@@ -78,6 +79,17 @@ def normalize_bus_id(bus_id):
         domain, rest = text.split(":", 1)
         text = "%04x:%s" % (int(domain, 16), rest)
     return text
+
+
+# The header line of plain `nvidia-smi`, e.g.
+# "| NVIDIA-SMI 580.105.08             Driver Version: 580.105.08     CUDA Version: 13.0     |"
+_SMI_BANNER_RE = re.compile(r"Driver Version:\s*([0-9]+(?:\.[0-9]+)+)\s+CUDA Version:\s*([0-9]+\.[0-9]+)")
+
+
+def parse_nvidia_smi_banner(text):
+    """(driver_version, cuda_version) from plain `nvidia-smi` output, or None (e.g. "NVIDIA-SMI has failed ...")."""
+    match = _SMI_BANNER_RE.search(text or "")
+    return (match.group(1), match.group(2)) if match else None
 
 
 def cuda_version_text(value):
@@ -214,6 +226,7 @@ def classify_virtualization(gpus, host):
 
 def empty_facts(reason):
     return {"gpu_count": 0, "reason": reason, "gpus": [], "driver_version": None, "cuda_version": None,
+            "driver_source": None,
             "nvml_version": None, "p2p": {}, "topology": [], "nvswitch": False, "nvlink": False,
             "virtualization": None, "arch": None, "archs": [], "errors": []}
 
@@ -227,6 +240,9 @@ def collect(nvml, host=None):
         if count == 0:
             facts = empty_facts("NVML reports no GPU")
             facts["driver_version"] = _text(nvml.nvmlSystemGetDriverVersion())
+            cuda = _call(facts["errors"], "cuda driver version", nvml.nvmlSystemGetCudaDriverVersion)
+            facts["cuda_version"] = cuda_version_text(cuda) if cuda is not None else None
+            facts["driver_source"] = "nvml"
             return facts
         handles = []
         gpus = []
@@ -271,6 +287,7 @@ def collect(nvml, host=None):
             "reason": None,
             "driver_version": _text(nvml.nvmlSystemGetDriverVersion()),
             "cuda_version": None,
+            "driver_source": "nvml",
             "nvml_version": None,
             "gpus": gpus,
             "p2p": p2p,

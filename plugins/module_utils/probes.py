@@ -6,7 +6,8 @@
 One source of truth: the serving_bench module uses them as its default ``probes`` and the
 sandbox's tiny test model is trained to answer exactly these, in completion and chat form.
 Each probe has a completion-form ``prompt``, a chat-form ``question`` and the ``expect``
-string that must appear (case-insensitive, as a whole word) near the start of the answer.
+string that must appear (case-insensitive, as a whole word) near the start of the answer; a number word
+also counts as its numeral and vice versa ("four" or "4", coherence.expect_forms).
 They are facts any instruction-tuned model answers at temperature 0.
 """
 

@@ -8,11 +8,14 @@ The data is ``sglang_profiles`` of ``roles/sglang/vars/profiles.yml``::
     gpu_archs: [{compute_capability: "12.0", arch: sm120, ...}, ...]
     model_families: {glm-dsa: "...", ...}
     profiles: [{name, engine?, gpu_archs, model_families?, since?, until?,
-                options: {opt: {value, evidence}}, notes?, fallbacks?}, ...]
+                options: {opt: {value, evidence}}, environment?: {VAR: {value, evidence}},
+                notes?, fallbacks?: [{name, options, evidence}]}, ...]
 
 :func:`select_profile` merges every matching profile (arch-only before arch + family, then file
 order) and then the host overrides on top. An unknown arch or family yields an empty profile with a
 note, never an error; malformed DATA raises :class:`ProfileError` naming the offending key.
+:func:`candidate_chain` turns the configuration, the host's fallback chain and the profile's own
+fallbacks into the ordered list of candidates deploy tries.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,6 +28,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import 
 __metaclass__ = type
 
 _NO_GPU = ("", "none", "cpu", "null")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ProfileError(ValueError):
@@ -58,6 +62,17 @@ def _check_data(data):
             if not isinstance(spec, dict) or "value" not in spec or not spec.get("evidence"):
                 raise ProfileError("%s.options.%s must be {value: ..., evidence: '...'}: every value needs an evidence note"
                                    % (where, name))
+        env = p.get("environment", {}) or {}
+        if not isinstance(env, dict):
+            raise ProfileError("%s.environment must be a dict {VARIABLE: {value, evidence}}" % where)
+        for name, spec in env.items():
+            if not isinstance(name, str) or not _ENV_NAME.match(name):
+                raise ProfileError("%s.environment name %r must match [A-Za-z_][A-Za-z0-9_]* (a variable name)" % (where, name))
+            if not isinstance(spec, dict) or "value" not in spec or not spec.get("evidence"):
+                raise ProfileError("%s.environment.%s must be {value: ..., evidence: '...'}: every value needs an evidence note"
+                                   % (where, name))
+            if isinstance(spec["value"], (dict, list, tuple)) or spec["value"] is None:
+                raise ProfileError("%s.environment.%s value must be a string, number or boolean, got %r" % (where, name, spec["value"]))
         for key in ("since", "until"):
             if p.get(key) not in (None, ""):
                 try:
@@ -96,8 +111,9 @@ def normalize_arch(gpu_arch, data):
 def select_profile(gpu_arch, model_family, engine_version, data, overrides=None, engine="sglang"):
     """Pick the known-good options for (arch, family, version), host ``overrides`` on top.
 
-    Returns ``{arch, model_family, engine_version, options, evidence, matched, notes, fallbacks}``;
-    ``options`` is ``{option: value}`` ready for :func:`server_args.server_argv`.
+    Returns ``{arch, model_family, engine_version, options, evidence, environment, environment_evidence,
+    matched, notes, fallbacks}``; ``options`` is ``{option: value}`` ready for :func:`server_args.server_argv`,
+    ``environment`` is ``{VARIABLE: "text"}`` for the unit's environment file.
     """
     archs, profiles = _check_data(data)
     if overrides is not None and not isinstance(overrides, dict):
@@ -141,6 +157,7 @@ def select_profile(gpu_arch, model_family, engine_version, data, overrides=None,
     matches.sort(key=lambda m: (m[0], m[1]))
 
     options, evidence, matched, fallbacks = {}, {}, [], []
+    environment, env_evidence = {}, {}
     for match in matches:
         p = match[2]
         matched.append(p["name"])
@@ -148,6 +165,9 @@ def select_profile(gpu_arch, model_family, engine_version, data, overrides=None,
             key = normalize_name(name, "sglang_profiles.profiles.%s.options" % p["name"])
             options[key] = spec["value"]
             evidence[key] = "profile %s: %s" % (p["name"], spec["evidence"])
+        for name, spec in (p.get("environment") or {}).items():
+            environment[name] = _env_text(spec["value"])
+            env_evidence[name] = "profile %s: %s" % (p["name"], spec["evidence"])
         notes.extend(p.get("notes", []) or [])
         fallbacks.extend(p.get("fallbacks", []) or [])
     if arch is not None and not matched and arch in known_arch:
@@ -157,4 +177,52 @@ def select_profile(gpu_arch, model_family, engine_version, data, overrides=None,
         options[key] = value
         evidence[key] = "host override"
     return {"arch": arch, "model_family": family, "engine_version": engine_version, "options": options,
-            "evidence": evidence, "matched": matched, "notes": notes, "fallbacks": fallbacks}
+            "evidence": evidence, "environment": environment, "environment_evidence": env_evidence,
+            "matched": matched, "notes": notes, "fallbacks": fallbacks}
+
+
+def _env_text(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _normalized(options, where):
+    if not isinstance(options, dict):
+        raise ProfileError("%s must be a mapping {option: value}, got %s" % (where, type(options).__name__))
+    try:
+        return dict((normalize_name(k, where), v) for k, v in options.items())
+    except OptionsError as exc:
+        raise ProfileError(str(exc))
+
+
+def candidate_chain(profile_fallbacks, host_chain, host_options=None):
+    """The candidates deploy tries, in order: the configuration itself (``{}``), each entry of the host's
+    ``sglang_fallback_chain``, then each of the profile's own fallbacks.
+
+    Every candidate is a mapping of options merged over (profile + host options); names are normalized. A
+    candidate equal to an earlier one is tried once. A profile fallback that would change an option the host set
+    in ``sglang_options`` is left out: the host's explicit choice wins over profile data, as it does for the
+    configuration itself (the host's own chain may change anything).
+    """
+    if not isinstance(host_chain, (list, tuple)):
+        raise ProfileError("sglang_fallback_chain must be a list of option mappings, got %s" % type(host_chain).__name__)
+    if not isinstance(profile_fallbacks, (list, tuple)):
+        raise ProfileError("profile fallbacks must be a list of {name, options, evidence}, got %s" % type(profile_fallbacks).__name__)
+    pinned = set(_normalized(host_options if host_options is not None else {}, "sglang_options"))
+    chain = [{}]
+    for i, entry in enumerate(host_chain):
+        where = "sglang_fallback_chain[%d]" % i
+        if not isinstance(entry, dict):
+            raise ProfileError("%s must be a mapping {option: value}, got %r" % (where, entry))
+        cand = _normalized(entry, where)
+        if cand not in chain:
+            chain.append(cand)
+    for i, fb in enumerate(profile_fallbacks):
+        if not isinstance(fb, dict) or not fb.get("name") or not isinstance(fb.get("options"), dict) or not fb.get("evidence"):
+            raise ProfileError("profile fallbacks[%d] must be {name, options, evidence}, got %r" % (i, fb))
+        cand = _normalized(fb["options"], "profile fallback %s" % fb["name"])
+        if pinned & set(cand) or cand in chain:
+            continue
+        chain.append(cand)
+    return chain

@@ -58,6 +58,51 @@ def validate_args(args):
     return list(args)
 
 
+MODES = ("baremetal", "lxc", "vfio", "none")
+# iommu=pt in every mode but none: the GLM-5-NVFP4 model card (lukealonso/GLM-5-NVFP4, "How to Run") advises it
+# against NCCL hangs with P2P on 8x RTX PRO 6000 boxes. The same card's "amd_iommu=pt" is not an amd_iommu= option
+# (Linux drivers/iommu/amd/init.c parse_amd_iommu_options logs "Unknown option"); the generic x86 iommu=pt
+# selects the identity (passthrough) DMA domain on Intel and AMD alike.
+PASSTHROUGH_ARG = "iommu=pt"
+
+
+def kernel_args_for_mode(mode, iommu_args, passthrough, extra, extra_var="extra_args",
+                         passthrough_var="iommu_passthrough"):
+    """The kernel arguments a host mode needs, then the operator's extra ones (validated, deduplicated).
+
+    ``iommu_args``: the vendor's IOMMU arguments (e.g. ["intel_iommu=on", "iommu=pt"]), used in vfio mode only;
+    ``passthrough``: add iommu=pt (every mode but none; in vfio mode keep it in ``iommu_args``);
+    ``extra``: more arguments, every mode but none. Mode none wants nothing (everything we added goes).
+    Raises BootError naming ``extra_var`` for a malformed extra argument or one that contradicts ours.
+    """
+    if mode not in MODES:
+        raise BootError("mode %r is not one of %s" % (mode, ", ".join(MODES)))
+    if mode == "none":
+        return []
+    if not isinstance(extra, (list, tuple)):
+        raise BootError("%s: must be a list of kernel arguments, got %r" % (extra_var, extra))
+    for a in extra:
+        if not isinstance(a, str) or not _ARG_RE.match(a):
+            raise BootError("%s: %r is not a single kernel argument (letters, digits, _.- then optional =value, "
+                            "no spaces or quotes)" % (extra_var, a))
+    ours = list(validate_args(list(iommu_args))) if mode == "vfio" else []
+    if mode != "vfio" and passthrough:
+        ours.append(PASSTHROUGH_ARG)
+    if not passthrough:
+        ours = [a for a in ours if a != PASSTHROUGH_ARG]
+    why = {a: ("%s: true" % passthrough_var if a == PASSTHROUGH_ARG else "mode %s" % mode) for a in ours}
+    out = list(ours)
+    for a in extra:
+        clash = [o for o in ours if _key(o) == _key(a) and o != a]
+        if clash:
+            raise BootError("%s: %r conflicts with %r (%s); allowed: drop it from %s%s" % (
+                extra_var, a, clash[0], why[clash[0]], extra_var,
+                " or set %s: false" % passthrough_var if clash[0] == PASSTHROUGH_ARG else ""))
+        if a not in out:
+            out.append(a)
+    return out
+
+
 def render_grub_dropin(args, marker):
     """Render a /etc/default/grub.d/*.cfg drop-in that appends ``args`` to GRUB_CMDLINE_LINUX_DEFAULT."""
     validate_args(args)

@@ -19,6 +19,9 @@ description:
     virtualization of the box.
   - With no C(pynvml), no driver or no GPU it returns RV(gpu_count=0) and a C(reason), and fails only when
     O(require_gpus=true).
+  - Where NVML cannot be read through C(pynvml), the header of plain C(nvidia-smi) (when it is installed and
+    answers) still gives RV(driver_version) and RV(cuda_version), with RV(driver_source=nvidia-smi); the serving
+    role checks the engine's CUDA against them.
   - The facts are also set as the C(gpuhost_gpu) host fact.
 author:
   - gpuhost.sglang contributors (@gpuhost)
@@ -103,10 +106,17 @@ driver_version:
   type: str
   sample: 570.124.06
 cuda_version:
-  description: Highest CUDA version the driver supports (as the C(nvidia-smi) header prints it).
+  description: Highest CUDA version the driver supports (NVML nvmlSystemGetCudaDriverVersion, as the C(nvidia-smi)
+    header prints it); null when neither NVML nor C(nvidia-smi) answers.
   returned: always
   type: str
-  sample: "12.8"
+  sample: "13.0"
+driver_source:
+  description: Where RV(driver_version) and RV(cuda_version) came from - C(nvml), C(nvidia-smi) (its header, when
+    C(pynvml) is missing or NVML cannot be initialised through it) or null.
+  returned: always
+  type: str
+  sample: nvml
 nvml_version:
   description: NVML library version.
   returned: always
@@ -241,8 +251,10 @@ except ImportError:
 RESULT_KEYS = ("changed", "failed", "msg", "invocation", "ansible_facts", "skipped", "warnings", "deprecations")
 
 
-def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None):
-    """Facts dict; a missing library or driver yields gpu_count 0 with the reason. PCI GPUs are always listed."""
+def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None, smi=None):
+    """Facts dict; a missing library or driver yields gpu_count 0 with the reason. PCI GPUs are always listed.
+    ``smi()`` -> (rc, stdout, stderr) of plain `nvidia-smi`: where NVML cannot be read through pynvml, its header
+    still gives the driver version and the CUDA version the driver supports."""
     if given:
         # a registered result also carries changed/failed/invocation/ansible_facts: keep only the facts
         facts = dict((k, v) for k, v in given.items() if k not in RESULT_KEYS and not k.startswith("_ansible"))
@@ -253,6 +265,12 @@ def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None
             facts = nvml_facts.collect(nvml, host=nvml_facts.read_hypervisor(sysfs_root))
         except Exception as exc:  # NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
             facts = nvml_facts.empty_facts("NVML could not be initialised: %s" % exc)
+    if not given and facts["driver_version"] is None and smi is not None:
+        rc, out, err = smi()
+        banner = nvml_facts.parse_nvidia_smi_banner(out) if rc == 0 else None
+        if banner:
+            facts["driver_version"], facts["cuda_version"] = banner
+            facts["driver_source"] = "nvidia-smi"
     facts["pci_gpus"] = gpu_pci_arch.scan(sysfs_root, pci_table or [])
     facts["pci_nvswitch_count"] = len(gpu_pci_arch.scan(sysfs_root, [], kind="nvswitch"))
     archs = sorted(set(g["arch"] for g in facts["pci_gpus"]))
@@ -282,9 +300,11 @@ def main():
         module.fail_json(msg=str(exc))
     if module.params["facts"] and not isinstance(module.params["facts"].get("gpu_count"), int):
         module.fail_json(msg="facts must be a gpu_facts result with an integer gpu_count")
+    smi_path = module.get_bin_path("nvidia-smi")
+    smi = (lambda: module.run_command([smi_path])) if smi_path else None
     try:
         facts = gather(pynvml if HAS_PYNVML else None, module.params["sysfs_root"], module.params["pci_arch_table"],
-                       module.params["facts"], module.params["nccl_overrides"])
+                       module.params["facts"], module.params["nccl_overrides"], smi=smi)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     if module.params["require_gpus"]:

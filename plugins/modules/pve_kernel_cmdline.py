@@ -21,14 +21,44 @@ description:
   - Arguments this module added are remembered in O(state_file), so O(state=absent) removes only those and never
     an argument the operator had already set. A drop-in left for the other bootloader is removed.
   - Returns the commands that must run to make the change bootable in RV(refresh_commands).
+  - With O(mode) the module chooses the arguments itself - vfio the vendor's IOMMU arguments O(iommu_args), every
+    other mode C(iommu=pt) when O(iommu_passthrough), then O(extra_args) in every mode but C(none), which removes
+    everything this module added - and fails naming O(extra_args_var) on an extra argument that is malformed or
+    contradicts one of those (e.g. C(iommu=off) against C(iommu=pt)).
 author:
   - gpuhost.sglang contributors (@gpuhost)
 options:
   args:
-    description: Kernel arguments that must be present (each a single C(key) or C(key=value)).
+    description: Kernel arguments that must be present (each a single C(key) or C(key=value)). Not with O(mode).
     type: list
     elements: str
     default: []
+  mode:
+    description: Host mode to choose the arguments for (see the description); instead of O(args).
+    type: str
+    choices: [baremetal, lxc, vfio, none]
+  iommu_args:
+    description: With O(mode=vfio), the IOMMU arguments for the CPU vendor (M(gpuhost.sglang.pve_host_facts) C(iommu.kernel_args)).
+    type: list
+    elements: str
+    default: []
+  iommu_passthrough:
+    description: With O(mode), add C(iommu=pt) (identity DMA mapping, for GPU peer-to-peer) in every mode but C(none).
+    type: bool
+    default: true
+  extra_args:
+    description: With O(mode), more arguments for every mode but C(none).
+    type: list
+    elements: str
+    default: []
+  extra_args_var:
+    description: Name of the variable O(extra_args) came from, used in error messages.
+    type: str
+    default: extra_args
+  passthrough_var:
+    description: Name of the variable O(iommu_passthrough) came from, used in error messages.
+    type: str
+    default: iommu_passthrough
   state:
     description: C(present) makes exactly O(args) ours; C(absent) removes every argument this module added.
     type: str
@@ -60,6 +90,13 @@ notes:
 """
 
 EXAMPLES = r"""
+- name: The arguments a host in lxc mode needs (iommu=pt) plus one more
+  gpuhost.sglang.pve_kernel_cmdline:
+    mode: lxc
+    extra_args: [pcie_aspm=off]
+    bootloader: "{{ pve.bootloader.bootloader }}"
+    proxmox_boot_tool: "{{ pve.bootloader.proxmox_boot_tool }}"
+
 - name: IOMMU on for VFIO, for whichever bootloader is in use
   gpuhost.sglang.pve_kernel_cmdline:
     args: [intel_iommu=on, iommu=pt]
@@ -127,10 +164,19 @@ def _write(module, path, content):
 
 def run(module):
     p = module.params
-    try:
-        wanted = pve_boot.validate_args(p["args"]) if p["state"] == "present" else []
-    except pve_boot.BootError as e:
-        module.fail_json(msg="args: %s" % e)
+    if p["mode"] is not None:
+        if p["args"] or p["state"] != "present":
+            module.fail_json(msg="mode: give either mode (the module chooses the arguments) or args/state, not both")
+        try:
+            wanted = pve_boot.kernel_args_for_mode(p["mode"], p["iommu_args"], p["iommu_passthrough"], p["extra_args"],
+                                                   extra_var=p["extra_args_var"], passthrough_var=p["passthrough_var"])
+        except pve_boot.BootError as e:
+            module.fail_json(msg=str(e))
+    else:
+        try:
+            wanted = pve_boot.validate_args(p["args"]) if p["state"] == "present" else []
+        except pve_boot.BootError as e:
+            module.fail_json(msg="args: %s" % e)
     raw_state = _read(p["state_file"])
     try:
         state = json.loads(raw_state) if raw_state else {}
@@ -193,6 +239,12 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             args=dict(type="list", elements="str", default=[]),
+            mode=dict(type="str", choices=list(pve_boot.MODES)),
+            iommu_args=dict(type="list", elements="str", default=[]),
+            iommu_passthrough=dict(type="bool", default=True),
+            extra_args=dict(type="list", elements="str", default=[]),
+            extra_args_var=dict(type="str", default="extra_args"),
+            passthrough_var=dict(type="str", default="iommu_passthrough", no_log=False),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             bootloader=dict(type="str", required=True, choices=list(pve_boot.BOOTLOADERS)),
             proxmox_boot_tool=dict(type="bool", default=False),

@@ -33,14 +33,18 @@ options:
     type: list
     elements: str
   gid:
-    description: Group id the nodes get inside the container (44 is Debian's C(video) group).
+    description:
+      - Group id the nodes get inside the container (44 is Debian's C(video) group), written as C(gid=) in each entry.
+      - Proxmox VE creates every node with mode 0660 unless O(mode) is given, owned by O(uid) (default 0) and this
+        group (pve-container C(src/PVE/LXC.pm) C(create_passthrough_device_node)), so a non-root process in the
+        container needs this group to open the GPUs.
     type: int
     default: 44
   uid:
-    description: Owner uid inside the container.
+    description: Owner uid inside the container (PVE's default is 0).
     type: int
   mode:
-    description: Octal access mode inside the container, e.g. C(0666).
+    description: Octal access mode inside the container, e.g. C(0666); omitted, PVE uses 0660.
     type: str
   state:
     description: C(present) sets the entries; C(absent) removes every NVIDIA entry.

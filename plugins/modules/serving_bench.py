@@ -20,6 +20,10 @@ description:
     a NaN probe through logprobs where the server supports them, and detectors for empty output, U+FFFD and
     control characters, script soup and repetition loops on every load request. Throughput counts only coherent
     output; a run whose output is garbage fails however fast it is."
+  - "Reasoning models: a probe is judged on its answer only; the reasoning (C(reasoning_content), or an inline
+    C(<think>) block or text ending in C(</think>) when the server has no reasoning parser) is recorded apart.
+    O(probe_chat_fields) can ask the engine to skip thinking; a probe that ran out of tokens while thinking
+    gets O(probe_think_tokens) more once; one that still has no answer fails with class C(no_answer)."
   - "Regression gate: with O(baseline_dir), each concurrency level is compared with the stored baseline of the
     same O(fingerprint) and workload. A metric fails when it is worse than the baseline median by more than
     max(O(tolerance), measured noise). The first run records the baseline; only O(update_baseline=true)
@@ -113,9 +117,29 @@ options:
     type: bool
     default: false
   probe_max_tokens:
-    description: C(max_tokens) of each probe.
+    description:
+      - Answer budget, C(max_tokens) of each probe. The expected word must be among the answer's first 12 words;
+        32 tokens leave room for a short sentence.
     type: int
-    default: 16
+    default: 32
+  probe_think_tokens:
+    description:
+      - Thinking budget of reasoning models. A probe that ran out of tokens before answering (reasoning and no
+        answer, or plain fluent text cut at C(max_tokens), which is what template-opened reasoning looks like
+        without a reasoning parser) is sent once more with O(probe_max_tokens) + O(probe_think_tokens).
+        If it still has no answer it fails with class C(no_answer) ("thought for N tokens and never answered").
+      - 0 disables the second attempt.
+    type: int
+    default: 1024
+  probe_chat_fields:
+    description:
+      - "Extra request fields merged into every chat probe, for example
+        C(chat_template_kwargs: {enable_thinking: false}) to ask SGLang (or transformers serve) to skip a
+        reasoning model's thinking. The serving role passes its engine's C(probe_chat_fields)
+        (roles/sglang/vars/main.yml)."
+      - Empty (default) sends nothing extra, since strict engines answer HTTP 422 to unknown fields.
+    type: dict
+    default: {}
   probe_min_pass:
     description: Fraction of probes that must pass.
     type: float
@@ -299,7 +323,9 @@ results:
       description: Baseline verdict of the level (status recorded/compared/replaced/kept/disabled, checks).
       type: dict
 coherence:
-  description: Probe verdicts; C(passed), C(class), C(probes) (per probe), C(nan_probe).
+  description:
+    - "Probe verdicts; C(passed), C(class), C(probes) (per probe: C(answer), C(reasoning), C(finish_reason),
+      C(output_tokens), C(max_tokens), C(retried), C(detail)), C(chat_fields), C(retried), C(nan_probe)."
   returned: when probes ran
   type: dict
 failed:
@@ -397,6 +423,7 @@ def validate(p):
 
     for name in ("input_len", "output_len", "probe_max_tokens", "trials"):
         need(name, p[name] >= 1, "an int >= 1")
+    need("probe_think_tokens", p["probe_think_tokens"] >= 0, "an int >= 0 (0 = no second attempt)")
     need("num_prompts", p["num_prompts"] is None or p["num_prompts"] >= 1, "an int >= 1 (or unset for 2 x concurrency)")
     need("warmup", p["warmup"] >= 0, "an int >= 0")
     need("client_processes", p["client_processes"] >= 0, "an int >= 0 (0 = auto)")
@@ -467,27 +494,69 @@ def probe_text(probe, api):
     return probe.get("prompt") or probe.get("question")
 
 
+def probe_failure_verdict(probe, rec, api, chat_fields):
+    """Verdict of a probe whose request failed (transport class), naming probe_chat_fields when the server
+    refused a request that carried them."""
+    detail = rec.get("detail")
+    if chat_fields and rec["error"] == "http_4xx":
+        detail = "%s; the server refused a request with probe_chat_fields %s: this engine does not take them" % (
+            detail, ", ".join(sorted(chat_fields)))
+    return {"name": probe.get("name") or probe_text(probe, api), "expect": probe["expect"], "answer": None,
+            "reasoning": None, "passed": False, "class": rec["error"], "flags": [], "detail": detail}
+
+
+def needs_think_budget(verdict, rec):
+    """The probe ran out of tokens before answering: reasoning without an answer, or fluent text (no garbage
+    flag) cut at max_tokens, which is what template-opened reasoning looks like without a reasoning parser."""
+    if rec.get("finish_reason") != "length":
+        return False
+    return verdict["class"] == "no_answer" or (verdict["class"] == "incoherent" and not verdict["flags"])
+
+
 def run_probes(p, model, api):
     probes = p["probes"] or DEFAULT_PROBES
-    bodies = [bench_client.build_payload(api, model, probe_text(pr, api), p["probe_max_tokens"], temperature=0.0)
-              for pr in probes]
+    chat_fields = dict(p["probe_chat_fields"] or {}) if api == "chat" else {}
+
+    def bodies_for(items, max_tokens):
+        return [bench_client.build_payload(api, model, probe_text(pr, api), max_tokens, temperature=0.0,
+                                           extra=chat_fields) for pr in items]
+
+    def send(bodies, timeout):
+        recs, dummy = bench_client.run_load(p["base_url"], api, bodies, concurrency=len(bodies), processes=1,
+                                            timeout=timeout, stall_timeout=p["stall_timeout"], api_key=p["api_key"],
+                                            keep_text=True)
+        return recs
+
+    def judge(probe, rec, max_tokens):
+        if not rec["ok"]:
+            v = probe_failure_verdict(probe, rec, api, chat_fields)
+        else:
+            v = coherence.probe_verdict(probe, rec.get("content", rec["text"]) or "", reasoning=rec.get("reasoning"),
+                                        finish_reason=rec.get("finish_reason"), output_tokens=rec.get("output_tokens"),
+                                        max_tokens=max_tokens)
+        v["max_tokens"] = max_tokens
+        v["retried"] = False
+        return v
+
+    bodies = bodies_for(probes, p["probe_max_tokens"])
     if p["nan_probe"]:
         bodies.append(bench_client.build_payload(api, model, probe_text(probes[0], api), p["probe_max_tokens"],
-                                                 temperature=0.0, logprobs=True))
-    recs, dummy = bench_client.run_load(p["base_url"], api, bodies, concurrency=len(bodies), processes=1,
-                                        timeout=min(p["timeout"], 120.0), stall_timeout=p["stall_timeout"],
-                                        api_key=p["api_key"], keep_text=True)
-    verdicts = []
-    for probe, rec in zip(probes, recs):
-        if not rec["ok"]:
-            verdicts.append({"name": probe.get("name") or probe_text(probe, api), "expect": probe["expect"],
-                             "answer": None, "passed": False, "class": rec["error"], "flags": [],
-                             "detail": rec.get("detail")})
-        else:
-            verdicts.append(coherence.probe_verdict(probe, rec["text"] or ""))
+                                                 temperature=0.0, logprobs=True, extra=chat_fields))
+    recs = send(bodies, min(p["timeout"], 120.0))
+    verdicts = [judge(probe, rec, p["probe_max_tokens"]) for probe, rec in zip(probes, recs)]
+    # reasoning models: a probe cut off while thinking gets the thinking budget once more
+    again = [i for i, (v, rec) in enumerate(zip(verdicts, recs)) if p["probe_think_tokens"] and rec["ok"]
+             and needs_think_budget(v, rec)]
+    if again:
+        budget = p["probe_max_tokens"] + p["probe_think_tokens"]
+        for i, rec in zip(again, send(bodies_for([probes[i] for i in again], budget), p["timeout"])):
+            verdicts[i] = judge(probes[i], rec, budget)
+            verdicts[i]["retried"] = True
     summary = coherence.summarize(verdicts, p["probe_min_pass"])
     summary["probes"] = verdicts
     summary["api"] = api
+    summary["chat_fields"] = chat_fields
+    summary["retried"] = len(again)
     nan = {"requested": bool(p["nan_probe"])}
     if p["nan_probe"]:
         rec = recs[-1]
@@ -629,7 +698,9 @@ def main():
             probes=dict(type="list", elements="dict"),
             run_probes=dict(type="bool", default=True),
             probes_only=dict(type="bool", default=False),
-            probe_max_tokens=dict(type="int", default=16, no_log=False),
+            probe_max_tokens=dict(type="int", default=32, no_log=False),
+            probe_think_tokens=dict(type="int", default=1024, no_log=False),
+            probe_chat_fields=dict(type="dict", default={}),
             probe_min_pass=dict(type="float", default=1.0, no_log=False),
             nan_probe=dict(type="bool", default=True),
             load_checks=dict(type="list", elements="str", choices=list(coherence.DETECTORS),
@@ -774,7 +845,8 @@ def main():
                 coh["seconds"]))
             if not coh["passed"]:
                 bad = [v for v in coh["probes"] if not v["passed"]]
-                detail = "; ".join("%s: expected %r, got %r%s" % (
+                detail = "; ".join(("%s: expected %r: %s" % (v["name"], v["expect"], v["detail"]))
+                                   if v["class"] == "no_answer" else "%s: expected %r, got %r%s" % (
                     v["name"], v["expect"], v.get("answer"), (" (%s)" % v["detail"]) if v.get("detail") else "")
                     for v in bad[:3])
                 if coh["class"] == "nan":

@@ -515,7 +515,12 @@ def boot(name: str, st: dict, binds: list[tuple[str, str, bool]]) -> None:
         os.makedirs(d, exist_ok=True)
     cmd = ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", f"--machine={obj(name)}",
            f"--hostname={name}", f"--network-namespace-path=/run/netns/{ns}", "--resolv-conf=off",
-           "--timezone=off", "--link-journal=no", "--console=read-only", "--boot", f"--directory={merged}"]
+           "--timezone=off", "--link-journal=no", "--console=read-only", "--boot", f"--directory={merged}",
+           # nspawn's own seccomp allow-list (systemd src/nspawn/nspawn-seccomp.c) lacks pidfd_getfd, which the
+           # containers we stand in for allow: LXC's default profile is a short deny-list without it (lxc
+           # config/common.seccomp, used by Proxmox VE). PyTorch's expandable-segments CUDA IPC calls it
+           # (pytorch/pytorch#165685), so the serving unit's filter is tested against a kernel that allows it.
+           "--system-call-filter=pidfd_getfd"]
     for src, dst, ro in binds:
         cmd.append(f"--bind-ro={src}:{dst}" if ro else f"--bind={src}:{dst}")
     logf = open(os.path.join(hd, "nspawn.log"), "ab")  # noqa: SIM115 - handed to the child

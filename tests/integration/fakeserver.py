@@ -19,6 +19,27 @@ garbage       random-weights behaviour: U+FFFD and control characters
 nan_logprobs  ok text, but HTTP 400 "Out of range float values" when logprobs are requested
 repeat        a repetition loop
 
+Reasoning models (chat only; combine with any behavior above, usually ok), modelled on SGLang 0.5.23 as
+installed by tests (python/sglang/srt/... paths below are from that wheel):
+
+--reasoning tags  the model itself writes ``<think>...</think>`` before the answer (GLM-4.5/4.6, Qwen3;
+                  llama.cpp models/templates/GLM-4.6.jinja: ``enable_thinking=false`` makes the generation
+                  prompt end in ``<think></think>``, so the model answers at once)
+--reasoning open  the chat template opens ``<think>`` in the generation prompt, so the output starts inside
+                  the reasoning and only ``</think>`` appears (GLM-4.7/GLM-5: rtp-llm PR #485, sglang
+                  PR #39227; ``enable_thinking=false`` makes the prompt end in ``</think>``)
+--reasoning-parser  the server runs with ``--reasoning-parser glm45``: reasoning goes to ``reasoning_content``
+                  (streaming delta and non-streaming message), the answer to ``content``. Without it the
+                  raw text, tags included, is the ``content`` (serving_chat.py only splits when
+                  ``self.reasoning_parser and request.separate_reasoning``)
+--think-tokens N  reasoning tokens before the answer (default 40, more than a short probe budget)
+--think-forever   the model never closes its reasoning: every request ends with finish_reason length
+--no-think-toggle the template has no enable_thinking switch (GLM-5.3: template_detection.py rule
+                  ``glm53_always_think``): the model always thinks, whatever the request says
+--numerals        numeric answers as digits ("4." instead of "four.")
+--strict-fields   HTTP 422 for any request field outside the plain OpenAI schema, as transformers serve does
+                  (transformers/cli/serving/utils.py ``BaseHandler._validate_request``)
+
 Test helpers (imported by tests/integration/test_serving_bench*.py): ``fake_server()`` starts this file as
 a subprocess and yields its base URL; ``run_module()`` runs plugins/modules/serving_bench.py as Ansible
 does (own interpreter, JSON argument file, JSON result).
@@ -54,11 +75,43 @@ WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo li
          "garden window copper silver market bridge planet signal orange violet winter summer").split()
 
 
-def answer_for(prompt):
+NUMERALS = {"zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+            "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
+# what the reasoning of a thinking model looks like before it answers (no probe's expected word in it)
+THOUGHT = "Okay, the user asks a short factual question. Let me recall what I know and check it".split(" ")
+# request fields of the plain OpenAI schema (what a strict engine accepts; transformers serve 5.24 also
+# accepts generation_config, seed and, for chat, chat_template_kwargs: cli/serving/chat_completion.py)
+OPENAI_FIELDS = frozenset(("model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature",
+                           "top_p", "n", "stream", "stream_options", "stop", "seed", "logprobs", "top_logprobs",
+                           "presence_penalty", "frequency_penalty", "logit_bias", "user", "suffix", "echo",
+                           "best_of", "tools", "tool_choice", "response_format"))
+
+
+def answer_for(prompt, numerals=False):
     for p in DEFAULT_PROBES:
         if p["prompt"] in prompt or p["question"] in prompt:
+            if numerals and p["expect"] in NUMERALS:
+                return NUMERALS[p["expect"]] + "."
             return p["expect"] + "."
     return None
+
+
+def sglang_chunk(model, delta=None, finish=None, usage=None, reasoning=None, role=None):
+    """One chat stream chunk as SGLang 0.5.23 writes it (entrypoints/openai/sse_utils.py ``build_sse_content``:
+    msgspec, compact; the delta always carries ``reasoning_content`` (null or a string), role and content only
+    when set; the usage chunk has no choices (serving_chat.py, "Additional usage chunk")."""
+    if usage is not None:
+        obj = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [],
+               "usage": usage}
+    else:
+        d = {"reasoning_content": reasoning}
+        if role is not None:
+            d["role"] = role
+        if delta is not None:
+            d["content"] = delta
+        obj = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": model,
+               "choices": [{"index": 0, "delta": d, "logprobs": None, "finish_reason": finish, "matched_stop": None}]}
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
 class Fake(object):
@@ -76,11 +129,92 @@ class Fake(object):
             return ["".join(rnd.choice(u"ab\ufffd\x07\x1bçд\u4e2d") for dummy in range(3)) for dummy in range(n)]
         if b == "repeat":
             return [" the"] * n
-        ans = answer_for(prompt)
+        ans = answer_for(prompt, self.a.numerals)
         if ans is not None and not self.a.stamp:
             return [" " + ans][:n]
         rnd = random.Random(len(prompt))
         return [" " + rnd.choice(WORDS) for dummy in range(n)]
+
+    def thinks(self, body):
+        """Whether the model reasons before answering this chat request. With a toggle, the template reads
+        chat_template_kwargs.enable_thinking (default on for GLM-4.5..GLM-5: the templates test
+        ``enable_thinking is defined and not enable_thinking``); without one it always thinks."""
+        if self.a.reasoning == "off":
+            return False
+        if self.a.no_think_toggle:
+            return True
+        return (body.get("chat_template_kwargs") or {}).get("enable_thinking") is not False
+
+    def reasoning_raw(self, body, prompt, n):
+        """The raw tokens the model generates for a chat request (what the detokenizer sees before any
+        reasoning parser), cut at ``n`` = max_tokens; returns (tokens, finish_reason, reasoning token count)."""
+        answer = self.pieces(prompt, n)
+        if not self.thinks(body):
+            return answer, ("length" if len(answer) == n else "stop"), 0
+        thought = []
+        while len(thought) < n and (self.a.think_forever or len(thought) < self.a.think_tokens):
+            k = len(thought)
+            word = THOUGHT[k] if k < len(THOUGHT) else WORDS[(k * 7) % len(WORDS)]
+            thought.append(word if k == 0 else " " + word)
+        raw = (["<think>"] if self.a.reasoning == "tags" else []) + thought
+        if self.a.think_forever or len(raw) >= n:
+            raw = raw[:n]
+            return raw, "length", len([t for t in raw if t != "<think>"])
+        full = raw + ["</think>"] + answer
+        finish = "length" if len(full) > n else "stop"
+        return full[:n], finish, len(thought)
+
+    def split_reasoning(self, body, raw):
+        """(reasoning tokens, content tokens) as the server returns them. With a reasoning parser, SGLang's
+        BaseReasoningFormatDetector (parser/reasoning_parser.py; glm45 = Glm45Detector) starts in reasoning
+        when force_reasoning is set (serving_chat.py ``_get_reasoning_from_request``: the template always
+        thinks, or enable_thinking is not false) or on ``<think>``, which it strips, and leaves it at
+        ``</think>``; without a parser every token is content, tags included."""
+        if not self.a.reasoning_parser:
+            return [], list(raw)
+        in_reasoning = self.thinks(body)
+        reasoning, content = [], []
+        for tok in raw:
+            if tok == "<think>":
+                in_reasoning = True
+            elif tok == "</think>" and in_reasoning:
+                in_reasoning = False
+            elif in_reasoning:
+                reasoning.append(tok)
+            else:
+                content.append(tok)
+        return reasoning, content
+
+    async def reasoning_chat(self, request, body, prompt, n):
+        a = self.a
+        raw, finish, n_reason = self.reasoning_raw(body, prompt, n)
+        reasoning, content = self.split_reasoning(body, raw)
+        ptoks = len(prompt.split())
+        usage = {"prompt_tokens": ptoks, "total_tokens": ptoks + len(raw), "completion_tokens": len(raw),
+                 "prompt_tokens_details": None, "reasoning_tokens": n_reason}  # protocol.py UsageInfo
+        if not body.get("stream"):
+            # serving_chat.py _build_chat_response: content "" when empty, reasoning_content None when empty
+            msg = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning) or None,
+                   "tool_calls": None}
+            return web.json_response({"id": "x", "object": "chat.completion", "created": 0, "model": a.model,
+                                      "choices": [{"index": 0, "message": msg, "logprobs": None,
+                                                   "finish_reason": finish, "matched_stop": None}],
+                                      "usage": usage})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        await resp.write(sglang_chunk(a.model, delta="", role="assistant"))
+        if a.ttft:
+            await asyncio.sleep(a.ttft)
+        in_reasoning = [True] * len(reasoning) + [False] * len(content)
+        for i, (is_r, tok) in enumerate(zip(in_reasoning, reasoning + content)):
+            if i and a.itl:
+                await asyncio.sleep(a.itl)
+            await resp.write(sglang_chunk(a.model, reasoning=tok) if is_r else sglang_chunk(a.model, delta=tok))
+        await resp.write(sglang_chunk(a.model, finish=finish))
+        if (body.get("stream_options") or {}).get("include_usage") and a.behavior != "no_usage":
+            await resp.write(sglang_chunk(a.model, usage=usage))
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
 
     def event(self, api, model, piece, finish=None, usage=None):
         if api == "chat":
@@ -116,6 +250,10 @@ class Fake(object):
                                      status=404)
         if a.behavior == "http_5xx":
             return web.json_response({"error": {"message": "internal error"}}, status=500)
+        if a.strict_fields and set(body) - OPENAI_FIELDS:
+            # transformers serve: HTTPException(422, "Unexpected fields in the request: {...}")
+            return web.json_response({"detail": "Unexpected fields in the request: %s" % (set(body) - OPENAI_FIELDS)},
+                                     status=422)
         if a.behavior == "reject_ignore_eos" and "ignore_eos" in body:
             return web.json_response({"detail": [{"loc": ["body", "ignore_eos"], "msg": "Extra inputs are not permitted"}]},
                                      status=422)
@@ -124,6 +262,8 @@ class Fake(object):
                                      status=400)
         prompt = body.get("prompt") if api == "completions" else body["messages"][-1]["content"]
         n = int(body.get("max_tokens") or 16)
+        if api == "chat" and a.reasoning != "off":
+            return await self.reasoning_chat(request, body, prompt, n)
         pieces = self.pieces(prompt, n)
         usage = None
         if a.behavior != "no_usage" and (body.get("stream_options") or {}).get("include_usage"):
@@ -240,6 +380,13 @@ def main(argv=None):
     ap.add_argument("--itl", type=float, default=0.0)
     ap.add_argument("--die-after", type=int, default=5)
     ap.add_argument("--stamp", action="store_true")
+    ap.add_argument("--reasoning", choices=["off", "tags", "open"], default="off")
+    ap.add_argument("--reasoning-parser", action="store_true")
+    ap.add_argument("--think-tokens", type=int, default=40)
+    ap.add_argument("--think-forever", action="store_true")
+    ap.add_argument("--no-think-toggle", action="store_true")
+    ap.add_argument("--numerals", action="store_true")
+    ap.add_argument("--strict-fields", action="store_true")
     a = ap.parse_args(argv)
     fake = Fake(a)
     app = web.Application(client_max_size=16 << 20)

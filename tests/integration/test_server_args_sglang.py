@@ -192,6 +192,20 @@ def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
         assert out["errors"] == [] and out["parser_warnings"] == []
 
 
+@pytest.mark.parametrize("family", ["glm-dsa", "deepseek-dsa"])
+def test_sm120_profile_environment_is_read_by_the_pinned_engine(family):
+    """Every SGLANG_* variable a profile sets for 0.5.23 is one 0.5.23 declares (sglang.srt.environ.Envs): an
+    environment value the engine never reads would be dead data."""
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import select_profile
+    env = select_profile("12.0", family, PINNED, PROFILES)["environment"]
+    names = sorted(n for n in env if n.startswith("SGLANG_"))
+    assert names
+    code = "import json, sys\nimport sglang.srt.environ as e\nprint(json.dumps([n for n in sys.argv[1:] if not hasattr(e.Envs, n)]))"
+    proc = subprocess.run([PY, "-c", code] + names, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
 def test_ansible_playbook_rejects_the_seeds_line_before_anything_changes(tmp_path):
     play = tmp_path / "play.yml"
     play.write_text("""

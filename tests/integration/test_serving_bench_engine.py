@@ -16,15 +16,21 @@ import os
 import threading
 
 import pytest
+import yaml
 
 from engine import TINYMODEL, complete, engine_venv_ready, serve  # pylint: disable=import-error
-from fakeserver import run_module  # pylint: disable=import-error
+from fakeserver import ROOT, run_module  # pylint: disable=import-error
 
 pytestmark = pytest.mark.skipif(
     not (engine_venv_ready() and os.path.isfile(os.path.join(TINYMODEL, "good", "config.json"))),
     reason="engine venv / tiny model missing: run tests/fixtures/engine-venv.sh and tests/fixtures/tinymodel.sh")
 
 LOAD = dict(input_len=16, output_len=32, num_prompts=8, warmup=1, plots=False)
+
+
+def engine_data(engine):
+    with open(os.path.join(ROOT, "roles", "sglang", "vars", "main.yml")) as f:
+        return yaml.safe_load(f)["sglang_engines"][engine]
 
 
 @contextlib.contextmanager
@@ -105,6 +111,18 @@ def test_good_model_passes_the_gate(tmp_path):
         assert r["completed"] == 8 and r["coherent"] == 8, r
         assert r["output_throughput"] > 0 and r["token_accounting"]["missing_usage"] == 0
     assert len(res["table"]) == 4
+
+
+def test_chat_canary_as_the_role_sends_it_passes_on_the_real_engine(tmp_path):
+    """The chat probes with the transformers engine's probe_chat_fields (roles/sglang/vars/main.yml): transformers
+    serve 5.24 accepts chat_template_kwargs (it rejects unknown fields with 422) and the tiny model answers."""
+    fields = engine_data("transformers")["probe_chat_fields"]
+    assert fields == {"chat_template_kwargs": {"enable_thinking": False}}
+    with warm_engine("good") as srv:
+        res, dummy = run_module(tmp_path, base_url=srv.base_url, api="chat", probes_only=True, probe_chat_fields=fields)
+    assert not res.get("failed"), res.get("msg")
+    assert res["coherence"]["probes_passed"] == 8 and res["coherence"]["chat_fields"] == fields
+    assert all(not v["retried"] and not v["reasoning"] for v in res["coherence"]["probes"])
 
 
 @pytest.mark.parametrize("name,cls", [("nan", "empty"), ("random", "incoherent")])

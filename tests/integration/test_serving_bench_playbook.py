@@ -71,6 +71,18 @@ def test_bench_playbook_failure_prints_table_and_class(tmp_path):
     assert os.path.isfile(rep / "latest.md")
 
 
+def test_bench_playbook_chat_probes_ask_a_reasoning_model_to_skip_thinking(tmp_path):
+    """bench_api=chat against a GLM-5-like server (the template opens <think>, --reasoning-parser glm45): the
+    probes carry the engine's probe_chat_fields (roles/sglang/vars/main.yml) and pass at the first attempt."""
+    with fake_server("ok", "--reasoning", "open", "--reasoning-parser") as (url, dummy):
+        cp, rep = run_playbook(tmp_path, url, "-e", "concurrency=2", "-e", "bench_api=chat")
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
+    runs = [r for r in os.listdir(rep / "runs") if r.endswith(".json")]
+    coh = json.loads((rep / "runs" / runs[0]).read_text())["coherence"]
+    assert coh["passed"] and coh["chat_fields"] == {"chat_template_kwargs": {"enable_thinking": False}}
+    assert coh["retried"] == 0 and all(v["answer"].strip() == v["expect"] + "." for v in coh["probes"])
+
+
 def test_bench_playbook_rejects_bad_concurrency(tmp_path):
     with fake_server("ok") as (url, dummy):
         cp, dummy = run_playbook(tmp_path, url, "-e", "concurrency=abc")

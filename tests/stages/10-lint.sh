@@ -5,3 +5,5 @@ cd "$GPUHOST_ROOT"
 export PATH=$GPUHOST_ROOT/.venv/bin:$PATH
 yamllint -s .
 ansible-lint --offline -q
+# Role interfaces: defaults == argument_specs, generated role READMEs up to date (make role-docs).
+python tests/lint/role_specs.py

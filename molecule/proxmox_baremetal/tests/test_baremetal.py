@@ -22,13 +22,23 @@ def test_acs_cleared_on_both_bridges_with_acs(host):
 def test_none_removed_everything(host):
     for path in ("/etc/systemd/system/gpuhost-acs-disable.service", "/usr/local/sbin/gpuhost-acs-disable",
                  "/etc/udev/rules.d/70-gpuhost-nvidia.rules", "/etc/modules-load.d/gpuhost-nvidia.conf",
-                 "/etc/modprobe.d/gpuhost-blacklist-nouveau.conf", "/etc/default/grub.d/gpuhost-sglang.cfg"):
+                 "/etc/modprobe.d/gpuhost-blacklist-nouveau.conf", "/etc/default/grub.d/gpuhost-sglang.cfg",
+                 "/etc/systemd/system/gpuhost-nvidia-nodes.service"):
         assert not host.file(path).exists, path
     assert not host.service("gpuhost-acs-disable").is_enabled
 
 
-def test_no_kernel_args_ever_written(host):
-    assert "intel_iommu=on" not in sl.cmdline(host)
+def test_kernel_args_in_baremetal_mode(host):
+    # plain GRUB (drop-in + update-grub): iommu=pt and the extra argument were booted in baremetal mode
+    args = host.file("/root/cmdline-baremetal.txt").content_string.split()
+    assert "iommu=pt" in args and "pcie_aspm=off" in args, args
+    assert "intel_iommu=on" not in args
+
+
+def test_none_removed_the_kernel_args(host):
+    args = sl.cmdline(host)
+    assert "intel_iommu=on" not in args and "iommu=pt" not in args and "pcie_aspm=off" not in args, args
+    assert "quiet" in args  # the operator's own GRUB_CMDLINE_LINUX_DEFAULT stays
 
 
 def test_reboots_for_blacklist_on_and_off(host):
@@ -39,4 +49,4 @@ def test_reboots_for_blacklist_on_and_off(host):
 
 def test_bad_inputs(host):
     res = sl.bad_inputs(host)
-    assert len(res) == 3 and all(r["failed"] and r["unchanged"] for r in res.values()), res
+    assert len(res) == 5 and all(r["failed"] and r["unchanged"] for r in res.values()), res

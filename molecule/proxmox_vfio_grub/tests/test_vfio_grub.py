@@ -18,7 +18,7 @@ def test_reverted_files_are_gone(host):
     for path in ("/etc/default/grub.d/gpuhost-sglang.cfg", "/etc/modules-load.d/gpuhost-vfio.conf",
                  "/etc/modprobe.d/gpuhost-vfio.conf", "/usr/local/sbin/gpuhost-vfio-bind",
                  "/etc/systemd/system/gpuhost-vfio-bind.service", "/etc/modprobe.d/gpuhost-blacklist-nouveau.conf",
-                 "/etc/udev/rules.d/70-gpuhost-nvidia.rules"):
+                 "/etc/udev/rules.d/70-gpuhost-nvidia.rules", "/etc/systemd/system/gpuhost-nvidia-nodes.service"):
         assert not host.file(path).exists, path
     assert host.file("/etc/default/grub").contains('GRUB_CMDLINE_LINUX_DEFAULT="quiet"')
 

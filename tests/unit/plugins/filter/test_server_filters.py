@@ -20,7 +20,8 @@ def _vars(name):
 
 
 def test_filter_names():
-    assert sorted(F) == ["server_argv", "sglang_profile", "sglang_profile_details", "shell_quote", "systemd_exec"]
+    assert sorted(F) == ["server_argv", "sglang_candidates", "sglang_exposure", "sglang_profile", "sglang_profile_details",
+                         "shell_quote", "systemd_exec"]
 
 
 def test_server_argv_and_systemd_exec_compose():
@@ -61,6 +62,8 @@ def test_server_argv_takes_negations_from_flag_data_for_the_version():
     lambda: F["systemd_exec"]("a b"),
     lambda: F["shell_quote"]("a b"),
     lambda: F["sglang_profile"]("sm120", "glm-dsa", "0.5.23", "not data"),
+    lambda: F["sglang_candidates"]([], "not a list", {}),
+    lambda: F["sglang_exposure"]("", 30000, ["/health"], True),
 ])
 def test_bad_input_is_a_filter_error_not_a_traceback(call):
     with pytest.raises(AnsibleFilterError):
@@ -72,5 +75,23 @@ def test_sglang_profile_filters():
     opts = F["sglang_profile"]("12.0", "glm-dsa", "0.5.23", data, {"mem-fraction-static": 0.9})
     assert opts["mem-fraction-static"] == 0.9 and opts["dsa-decode-backend"] == "flashinfer_sparse_mla"
     details = F["sglang_profile_details"]("12.0", "glm-dsa", "0.5.23", data)
-    assert details["matched"] == ["sm120-dsa"] and details["evidence"]["cuda-graph-max-bs-decode"].startswith("profile sm120-dsa:")
+    assert details["matched"] == ["sm120-dsa", "sm120-glm-dsa"] and details["evidence"]["cuda-graph-max-bs-decode"].startswith("profile sm120-dsa:")
     assert F["sglang_profile"]("none", "dense", "0.5.23", data) == {}
+
+
+def test_sglang_candidates_filter_takes_the_profile_details():
+    data = _vars("profiles.yml")["sglang_profiles"]
+    details = F["sglang_profile_details"]("12.0", "glm-dsa", "0.5.23", data)
+    chain = F["sglang_candidates"](details["fallbacks"], [{"cuda-graph-backend-decode": "disabled",
+                                                          "cuda-graph-backend-prefill": "disabled"}], {"tp-size": 8})
+    assert chain[0] == {} and len(chain) == 4
+    assert {"dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm", "kv-cache-dtype": "bf16"} in chain
+    assert F["sglang_candidates"]([], [], {}) == [{}]
+    assert details["environment"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+
+
+def test_sglang_exposure_filter():
+    engines = _vars("main.yml")["sglang_engines"]
+    out = F["sglang_exposure"]("0.0.0.0", 30000, engines["sglang"]["public_path_prefixes"], True)
+    assert "/metrics" in out["warning"] and out["beyond_localhost"]
+    assert F["sglang_exposure"]("127.0.0.1", 30000, engines["sglang"]["public_path_prefixes"], True)["warning"] == ""

@@ -134,3 +134,32 @@ def test_nan_logprobs_are_collected_only_when_asked():
     chat_obj = {"choices": [{"delta": {"content": "Au"}, "logprobs": {"content": [{"token": "Au", "logprob": -0.1}]}}]}
     r = bench_sse.parse_reads([(1.0, ev(chat_obj) + b"data: [DONE]\n\n")], "chat", logprobs=True)
     assert r["logprobs"] == [-0.1]
+
+
+def sgl(delta, finish=None):
+    """A chat chunk as SGLang 0.5.23 writes it (sse_utils.py: compact, reasoning_content always present)."""
+    d = {"reasoning_content": None}
+    d.update(delta)
+    obj = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
+           "choices": [{"index": 0, "delta": d, "logprobs": None, "finish_reason": finish, "matched_stop": None}]}
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize("one_read", [True, False])
+def test_reasoning_content_and_content_come_back_apart(one_read):
+    body = sgl({"role": "assistant", "content": ""}) + b"".join(
+        sgl({"reasoning_content": " r%d" % i}) for i in range(12)) + b"".join(
+        sgl({"content": " a%d" % i}) for i in range(12)) + sgl({}, "stop") + b"data: [DONE]\n\n"
+    reads = [(1.0, body)] if one_read else chop(body, [97] * (len(body) // 97 + 1))
+    r = bench_sse.parse_reads(reads, "chat")
+    assert r["reasoning"] == "".join(" r%d" % i for i in range(12))
+    assert r["content"] == "".join(" a%d" % i for i in range(12))
+    assert r["text"] == r["reasoning"] + r["content"]  # the load path still times and checks every token
+    assert len(r["chunk_times"]) == 24 and r["finish_reason"] == "stop"
+
+
+def test_a_delta_with_both_fields_keeps_both_on_the_fast_path():
+    body = b"".join(ev({"choices": [{"index": 0, "delta": {"content": "a", "reasoning_content": "r"}}]})
+                    for dummy in range(10)) + ev(chat("", "stop")) + b"data: [DONE]\n\n"
+    r = bench_sse.parse_reads([(1.0, body)], "chat")
+    assert r["content"] == "a" * 10 and r["reasoning"] == "r" * 10

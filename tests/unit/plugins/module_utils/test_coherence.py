@@ -66,3 +66,47 @@ def test_summarize_classes():
     assert c.summarize([{"passed": False, "class": "http_5xx"}, {"passed": False, "class": "empty"}])["class"] == \
         "http_5xx"
     assert c.summarize([ok, {"passed": False, "class": "incoherent"}], min_pass=0.5)["passed"]
+
+
+@pytest.mark.parametrize("expect,text,ok", [
+    ("four", "2 + 2 = 4.", True), ("four", " 4", True), ("four", "Four.", True), ("four", "14", False),
+    ("four", "4th", False), ("seven", "There are 7 days in a week.", True), ("7", "seven days", True),
+    ("seven", "17 days", False), ("Paris", "4 Paris", True),
+])
+def test_numeric_answers_count_as_numeral_or_word(expect, text, ok):
+    assert c.probe_verdict({"expect": expect}, text)["passed"] is ok
+
+
+def test_answer_is_judged_in_content_only_and_reasoning_is_recorded_apart():
+    p = {"expect": "Paris"}
+    v = c.probe_verdict(p, " Paris.", reasoning="Lyon? No, the capital is not Lyon.")
+    assert v["class"] == "ok" and v["answer"] == " Paris." and v["reasoning"].startswith("Lyon? No")
+    v = c.probe_verdict(p, " Lyon.", reasoning="The capital is Paris.")
+    assert v["class"] == "incoherent" and v["reasoning"] == "The capital is Paris."
+    # inline block (no reasoning parser on the server): split the same way
+    v = c.probe_verdict(p, "<think>Lyon? no</think>\nParis.")
+    assert v["class"] == "ok" and v["answer"].strip() == "Paris." and v["reasoning"] == "Lyon? no"
+    # the template opened the block in the prompt: only the closing tag is in the output
+    v = c.probe_verdict(p, "Lyon? no, think again</think>Paris.")
+    assert v["class"] == "ok" and v["reasoning"] == "Lyon? no, think again"
+
+
+@pytest.mark.parametrize("text,reasoning,finish,want", [
+    ("", "Let me think. " * 40, "length", "thought for 1056 tokens and never answered (max_tokens 1056 reached)"),
+    ("<think>Let me think about it", None, "length", "thought for 1056 tokens and never answered"),
+    ("", "hmm", "stop", "thought for 1056 tokens and stopped without an answer"),
+])
+def test_reasoning_without_an_answer_is_no_answer(text, reasoning, finish, want):
+    v = c.probe_verdict({"expect": "Paris"}, text, reasoning=reasoning, finish_reason=finish, output_tokens=1056,
+                        max_tokens=1056)
+    assert v["class"] == "no_answer" and not v["passed"]
+    assert want in v["detail"], v["detail"]
+    # no reasoning at all: still the NaN model's empty class
+    assert c.probe_verdict({"expect": "Paris"}, "", finish_reason="stop", output_tokens=1)["class"] == "empty"
+
+
+def test_summarize_no_answer():
+    na = {"passed": False, "class": "no_answer"}
+    assert c.summarize([na, na])["class"] == "no_answer"
+    assert c.summarize([{"passed": True, "class": "ok"}, na])["class"] == "no_answer"
+    assert c.summarize([na, {"passed": False, "class": "incoherent"}])["class"] == "incoherent"

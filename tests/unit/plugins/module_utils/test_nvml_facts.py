@@ -119,3 +119,25 @@ def test_read_hypervisor(tmp_path):
     (tmp_path / "proc" / "cpuinfo").write_text("flags\t\t: fpu vme sse\n")
     assert nf.read_hypervisor(str(tmp_path))["hypervisor_flag"] is False
     assert nf.read_hypervisor(str(tmp_path / "nothing")) == {"hypervisor_flag": False, "dmi_product": None, "dmi_vendor": None}
+
+
+@pytest.mark.parametrize("text,parsed", [
+    ("| NVIDIA-SMI 580.105.08             Driver Version: 580.105.08     CUDA Version: 13.0     |",
+     ("580.105.08", "13.0")),
+    ("| NVIDIA-SMI 575.51.03             Driver Version: 575.51.03   CUDA Version: 12.9     |", ("575.51.03", "12.9")),
+    # read on the lent H200 machine, 2026-12-01 (docs/gpu-stack.md)
+    ("| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |",
+     ("580.159.04", "13.0")),
+    # the stand-in nvidia-smi of tests/fixtures/nvidia-apt-repo.sh
+    ("NVIDIA-SMI 570.124.06 (stand-in)   Driver Version: 570.124.06   CUDA Version: 12.8", ("570.124.06", "12.8")),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", None),
+    ("", None),
+])
+def test_parse_nvidia_smi_banner(text, parsed):
+    assert nf.parse_nvidia_smi_banner(text) == parsed
+
+
+def test_driver_cuda_version_is_kept_when_nvml_reports_no_gpu():
+    nvml = fake.FakeNVML([], None, None, driver="580.105.08", cuda=13000)
+    facts = nf.collect(nvml)
+    assert facts["gpu_count"] == 0 and facts["driver_version"] == "580.105.08" and facts["cuda_version"] == "13.0"

@@ -8,6 +8,7 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils import profiles
 from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import ProfileError, normalize_arch, select_profile
 from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import server_argv
 
@@ -25,7 +26,7 @@ FLAGS = _load("flags.yml")["sglang_flags"]
 
 def test_every_profile_value_has_evidence():
     for p in DATA["profiles"]:
-        for name, spec in p["options"].items():
+        for name, spec in list(p["options"].items()) + list((p.get("environment") or {}).items()):
             assert spec.get("evidence", "").strip(), "%s.%s has no evidence" % (p["name"], name)
         for fb in p.get("fallbacks", []):
             assert fb["evidence"].strip()
@@ -41,20 +42,107 @@ def test_compute_capability_and_names_map_to_arch(given, arch):
 
 def test_sm120_glm_dsa_on_0_5_23():
     sel = select_profile("12.0", "glm-dsa", "0.5.23", DATA)
-    assert sel["arch"] == "sm120" and sel["matched"] == ["sm120-dsa"]
+    assert sel["arch"] == "sm120" and sel["matched"] == ["sm120-dsa", "sm120-glm-dsa"]
     assert sel["options"] == {
         "dsa-decode-backend": "flashinfer_sparse_mla",
         "dsa-prefill-backend": "flashinfer_sparse_mla",
         "dsa-topk-backend": "sgl-kernel",
+        "kv-cache-dtype": "fp8_e4m3",
         "cuda-graph-max-bs-decode": 256,
         "disable-shared-experts-fusion": True,
+        "disable-custom-all-reduce": True,
         "mem-fraction-static": 0.92,
         "fp8-gemm-backend": "cutlass",
     }
     assert "#29580" in sel["evidence"]["dsa-decode-backend"]
     assert "seeds" in sel["evidence"]["mem-fraction-static"]
-    assert [f["name"] for f in sel["fallbacks"]] == ["dsa-trtllm", "no-cuda-graph"]
-    assert sel["fallbacks"][0]["options"] == {"dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm"}
+    # 0.5.23 accepts flashinfer_sparse_mla only with an FP8 KV cache for GLM on SM120 (its own source)
+    assert "flash_mla_sm120.py" in sel["evidence"]["kv-cache-dtype"]
+    assert "voipmonitor/rtx6kpro" in sel["evidence"]["disable-custom-all-reduce"]
+    # DeepGEMM off through the environment, with the guide as evidence and what 0.5.23 does not read said so
+    assert sel["environment"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+    assert "voipmonitor/rtx6kpro" in sel["environment_evidence"]["SGLANG_ENABLE_JIT_DEEPGEMM"]
+    assert "unverified" in sel["environment_evidence"]["SGLANG_ENABLE_JIT_DEEPGEMM"].lower()
+    assert [f["name"] for f in sel["fallbacks"]] == ["no-cuda-graph", "dsa-triton-prefill", "dsa-trtllm"]
+    trtllm = sel["fallbacks"][2]["options"]
+    assert trtllm == {"dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm", "kv-cache-dtype": "bf16"}
+
+
+def test_glm_only_backends_do_not_reach_deepseek_dsa_on_sm120():
+    """0.5.23 refuses flashinfer_sparse_mla for any model but GLM DSA (flash_mla_sm120.py)."""
+    sel = select_profile("12.0", "deepseek-dsa", "0.5.23", DATA)
+    assert sel["matched"] == ["sm120-dsa"]
+    assert "dsa-decode-backend" not in sel["options"] and "kv-cache-dtype" not in sel["options"]
+    assert sel["options"]["disable-custom-all-reduce"] is True
+    assert sel["environment"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+    assert any("GLM" in n and "flashinfer_sparse_mla" in n for n in sel["notes"]), sel["notes"]
+
+
+def test_sm120_before_0_5_23_pins_bf16_kv_and_both_deepgemm_switches():
+    sel = select_profile("sm120", "glm-dsa", "0.5.15.post1", DATA)
+    assert sel["options"]["kv-cache-dtype"] == "bf16"
+    assert "garbled" in sel["evidence"]["kv-cache-dtype"]
+    assert sel["environment"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0", "SGLANG_ENABLE_DEEP_GEMM": "0"}
+
+
+def test_profile_environment_merges_like_options_and_is_text():
+    data = copy.deepcopy(DATA)
+    data["profiles"].append({"name": "sm120-any", "gpu_archs": ["sm120"],
+                             "environment": {"SGLANG_ENABLE_JIT_DEEPGEMM": {"value": 1, "evidence": "test"},
+                                             "NCCL_DEBUG": {"value": "WARN", "evidence": "test"}}})
+    sel = select_profile("sm120", "glm-dsa", "0.5.23", data)
+    assert sel["environment"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0", "NCCL_DEBUG": "WARN"}   # family profile wins
+    assert sel["environment_evidence"]["NCCL_DEBUG"] == "profile sm120-any: test"
+    assert select_profile("sm120", "dense", "0.5.23", data)["environment"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "1", "NCCL_DEBUG": "WARN"}
+    assert select_profile("none", "glm-dsa", "0.5.23", data)["environment"] == {}
+
+
+PRODUCTION_CHAIN = [{"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"}]
+
+
+def test_candidate_chain_appends_the_profiles_fallbacks_after_the_hosts():
+    sel = select_profile("12.0", "glm-dsa", "0.5.23", DATA)
+    chain = profiles.candidate_chain(sel["fallbacks"], PRODUCTION_CHAIN, {"tp-size": 8})
+    assert chain == [
+        {},
+        {"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"},
+        # the profile's no-cuda-graph entry equals the host's: tried once
+        {"dsa-prefill-backend": "triton_sparse_mla"},
+        {"dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm", "kv-cache-dtype": "bf16"},
+    ]
+    # no host chain: the profile's own fallbacks alone
+    assert [sorted(c) for c in profiles.candidate_chain(sel["fallbacks"], [], {})] == [
+        [], ["cuda-graph-backend-decode", "cuda-graph-backend-prefill"], ["dsa-prefill-backend"],
+        ["dsa-decode-backend", "dsa-prefill-backend", "kv-cache-dtype"]]
+
+
+def test_candidate_chain_keeps_what_the_host_pinned():
+    """A profile fallback never changes an option the host set itself in sglang_options."""
+    sel = select_profile("12.0", "glm-dsa", "0.5.23", DATA)
+    chain = profiles.candidate_chain(sel["fallbacks"], [], {"dsa_prefill_backend": "flashinfer_sparse_mla"})
+    assert chain == [{}, {"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"}]
+    # the host's own chain may change its own options
+    own = [{"dsa-prefill-backend": "triton_sparse_mla"}]
+    assert profiles.candidate_chain([], own, {"dsa-prefill-backend": "flashinfer_sparse_mla"}) == [{}] + own
+
+
+def test_candidate_chain_dedupes_spellings_of_one_option():
+    chain = profiles.candidate_chain([{"name": "x", "options": {"cuda_graph_backend_decode": "disabled"}, "evidence": "t"}],
+                                     [{"cuda-graph-backend-decode": "disabled"}], None)
+    assert chain == [{}, {"cuda-graph-backend-decode": "disabled"}]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (([], "not a list", {}), "sglang_fallback_chain must be a list of option mappings"),
+    (([], [["--tp", "8"]], {}), "sglang_fallback_chain[0] must be a mapping"),
+    (([{"name": "x"}], [], {}), "profile fallbacks[0] must be {name, options, evidence}"),
+    (([], [], ["--tp"]), "sglang_options must be a mapping"),
+    (([], [{"bad name": 1}], {}), "sglang_fallback_chain[0]"),
+])
+def test_candidate_chain_bad_input_names_the_variable(args, needle):
+    with pytest.raises(ProfileError) as exc:
+        profiles.candidate_chain(*args)
+    assert needle in str(exc.value)
 
 
 def test_sm120_dsa_before_0_5_23_is_the_seeds_configuration():
@@ -93,7 +181,7 @@ def test_arch_only_profile_comes_before_the_family_profile():
                                                     "options": {"mem-fraction-static": {"value": 0.8, "evidence": "test"},
                                                                 "watchdog-timeout": {"value": 600, "evidence": "test"}}})
     sel = select_profile("sm120", "glm-dsa", "0.5.23", data)
-    assert sel["matched"] == ["sm120-any", "sm120-dsa"]
+    assert sel["matched"] == ["sm120-any", "sm120-dsa", "sm120-glm-dsa"]
     assert sel["options"]["mem-fraction-static"] == 0.92      # family profile wins over arch-only
     assert sel["options"]["watchdog-timeout"] == 600           # arch-only value still applies
     assert select_profile("sm120", "dense", "0.5.23", data)["options"] == {"mem-fraction-static": 0.8, "watchdog-timeout": 600}
@@ -130,6 +218,12 @@ def test_datacenter_dsa_profile_is_known_but_empty():
     (lambda d: d["profiles"][0].__setitem__("since", "soon"), "cannot parse version"),
     (lambda d: d["gpu_archs"][0].pop("arch"), "gpu_archs[0] must have keys"),
     (lambda d: d["profiles"][1]["fallbacks"][0].pop("evidence"), "fallbacks[0] must be"),
+    (lambda d: d["profiles"][1].__setitem__("environment", {"SGLANG_X": {"value": "0"}}), "environment.SGLANG_X must be"),
+    (lambda d: d["profiles"][1].__setitem__("environment", {"sglang-x": {"value": "0", "evidence": "t"}}),
+     "environment name 'sglang-x' must match"),
+    (lambda d: d["profiles"][1].__setitem__("environment", {"SGLANG_X": {"value": {"a": 1}, "evidence": "t"}}),
+     "environment.SGLANG_X value must be a string, number or boolean"),
+    (lambda d: d["profiles"][1].__setitem__("environment", ["SGLANG_X=0"]), "environment must be a dict"),
 ])
 def test_malformed_data_is_an_error_naming_the_key(mutate, needle):
     data = copy.deepcopy(DATA)

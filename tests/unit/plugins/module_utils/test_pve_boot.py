@@ -73,3 +73,29 @@ def test_plan_cmdline_switch_vendor():
                                         ["intel_iommu=on", "iommu=pt"])
     assert line == "root=/dev/sda1 iommu=pt amd_iommu=on"
     assert added == ["amd_iommu=on", "iommu=pt"]
+
+
+@pytest.mark.parametrize("mode,iommu,passthrough,extra,want", [
+    # iommu=pt in every mode but none (GLM-5-NVFP4 model card), extra arguments too; IOMMU on only for vfio
+    ("lxc", ["intel_iommu=on", "iommu=pt"], True, ["pcie_aspm=off"], ["iommu=pt", "pcie_aspm=off"]),
+    ("baremetal", [], True, [], ["iommu=pt"]),
+    ("baremetal", ["amd_iommu=on", "iommu=pt"], False, ["pci=noaer"], ["pci=noaer"]),
+    ("vfio", ["intel_iommu=on", "iommu=pt"], True, ["pcie_aspm=off", "iommu=pt"], ["intel_iommu=on", "iommu=pt", "pcie_aspm=off"]),
+    ("vfio", ["amd_iommu=on", "iommu=pt"], False, [], ["amd_iommu=on"]),
+    ("none", ["intel_iommu=on", "iommu=pt"], True, ["pcie_aspm=off"], []),
+])
+def test_kernel_args_for_mode(mode, iommu, passthrough, extra, want):
+    assert b.kernel_args_for_mode(mode, iommu, passthrough, extra) == want
+
+
+@pytest.mark.parametrize("mode,iommu,extra,msg", [
+    ("lxc", [], ["iommu=off"], "xs: 'iommu=off' conflicts with 'iommu=pt' (pt: true); allowed: drop it from xs or set pt: false"),
+    ("vfio", ["intel_iommu=on", "iommu=pt"], ["intel_iommu=off"], "xs: 'intel_iommu=off' conflicts with 'intel_iommu=on' (mode vfio)"),
+    ("lxc", [], ["a b"], "xs: 'a b' is not a single kernel argument"),
+    ("lxc", [], "iommu=pt", "xs: must be a list"),
+    ("kvm", [], [], "mode 'kvm' is not one of baremetal, lxc, vfio, none"),
+])
+def test_kernel_args_for_mode_bad_input(mode, iommu, extra, msg):
+    with pytest.raises(b.BootError) as e:
+        b.kernel_args_for_mode(mode, iommu, True, extra, extra_var="xs", passthrough_var="pt")
+    assert msg in str(e.value)

@@ -91,3 +91,45 @@ def test_given_facts_from_a_registered_result(monkeypatch, capsys, tmp_path):
     assert code == 0 and out["gpu_count"] == 8
     assert [s["name"] for s in out["nccl"]] == ["NCCL_IB_DISABLE", "NCCL_P2P_LEVEL"]
     assert out["nccl"][1]["value"] == "NVL"
+
+
+# The first lines of a real `nvidia-smi` on driver 580.105.08 (the header layout of NVIDIA's nvidia-smi since R525).
+SMI_580 = """Sat Nov 29 19:40:41 2025
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 580.105.08             Driver Version: 580.105.08     CUDA Version: 13.0     |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def fake_smi(tmp_path, text, rc=0):
+    bindir = tmp_path / "smibin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncat <<'EOF'\n%sEOF\nexit %d\n" % (text, rc))
+    smi.chmod(0o755)
+    return str(bindir)
+
+
+def test_without_pynvml_the_driver_and_its_cuda_version_come_from_nvidia_smi(monkeypatch, capsys, tmp_path):
+    """The serving host often has no nvidia-ml-py for the system Python; nvidia-smi (installed with the driver or,
+    in a container, by nvidia_driver's container mode) still says which CUDA the driver supports."""
+    monkeypatch.setenv("PATH", fake_smi(tmp_path, SMI_580) + ":" + os.environ["PATH"])
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path)})
+    assert code == 0 and out["gpu_count"] == 0
+    assert out["driver_version"] == "580.105.08" and out["cuda_version"] == "13.0"
+    assert out["driver_source"] == "nvidia-smi"
+
+
+def test_nvidia_smi_failing_leaves_the_driver_unknown(monkeypatch, capsys, tmp_path):
+    text = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    monkeypatch.setenv("PATH", fake_smi(tmp_path, text, rc=9) + ":" + os.environ["PATH"])
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path)})
+    assert code == 0 and out["driver_version"] is None and out["cuda_version"] is None
+    assert out["driver_source"] is None
+
+
+def test_nvml_is_the_source_when_it_answers(monkeypatch, capsys, tmp_path):
+    nvml = fake.rtx_pro_6000_box()
+    nvml.driver, nvml.cuda = "580.105.08", 13000
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path)}, nvml=nvml)
+    assert out["driver_version"] == "580.105.08" and out["cuda_version"] == "13.0" and out["driver_source"] == "nvml"

@@ -91,3 +91,33 @@ def test_bad_input_fails_cleanly(tmp_path, args, boot, needle):
     ok, r = run(tmp_path, args=args, bootloader=boot)
     assert not ok and needle in r["msg"]
     assert not (tmp_path / "grub.d").exists()
+
+
+def test_mode_lxc_on_systemd_boot_then_none(tmp_path):
+    (tmp_path / "cmdline").write_text("root=ZFS=rpool/ROOT/pve-1 boot=zfs\n")
+    ok, r = run(tmp_path, mode="lxc", iommu_args=["amd_iommu=on", "iommu=pt"], extra_args=["pcie_aspm=off"],
+                bootloader="systemd-boot", proxmox_boot_tool=True)
+    assert ok and r["expected_args"] == ["iommu=pt", "pcie_aspm=off"]
+    assert (tmp_path / "cmdline").read_text() == "root=ZFS=rpool/ROOT/pve-1 boot=zfs iommu=pt pcie_aspm=off\n"
+    ok, r = run(tmp_path, mode="none", bootloader="systemd-boot", proxmox_boot_tool=True)
+    assert ok and r["absent_args"] == ["iommu=pt", "pcie_aspm=off"]
+    assert (tmp_path / "cmdline").read_text() == "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n"
+
+
+def test_mode_vfio_to_lxc_keeps_only_iommu_pt(tmp_path):
+    run(tmp_path, mode="vfio", iommu_args=["intel_iommu=on", "iommu=pt"], bootloader="grub")
+    ok, r = run(tmp_path, mode="lxc", iommu_args=["intel_iommu=on", "iommu=pt"], bootloader="grub")
+    assert ok and r["changed"] and r["absent_args"] == ["intel_iommu=on"] and r["expected_args"] == ["iommu=pt"]
+    assert '"${GRUB_CMDLINE_LINUX_DEFAULT} iommu=pt"' in (tmp_path / "grub.d" / "gpuhost-sglang.cfg").read_text()
+
+
+def test_mode_bad_extra_arg_names_the_variable_and_writes_nothing(tmp_path):
+    ok, r = run(tmp_path, mode="baremetal", extra_args=["iommu=off"], extra_args_var="proxmox_host_extra_kernel_args",
+                passthrough_var="proxmox_host_iommu_passthrough", bootloader="grub")
+    assert not ok and r["msg"].startswith("proxmox_host_extra_kernel_args: 'iommu=off' conflicts with 'iommu=pt'")
+    assert not (tmp_path / "grub.d").exists() and not (tmp_path / "state").exists()
+
+
+def test_mode_and_args_together_refused(tmp_path):
+    ok, r = run(tmp_path, mode="lxc", args=["iommu=pt"], bootloader="grub")
+    assert not ok and "either mode" in r["msg"]

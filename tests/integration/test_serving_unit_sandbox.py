@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The serving unit's sandbox on a real Debian 12 test host, for the GPU node layouts the role meets (issue 9,
+items 1 and 5), without an engine: the role's device tasks (roles/sglang/tasks/devices.yml) and its unit template
+render /etc/systemd/system/sglang.service for each layout, then the probe (files/unit_probe.py) runs under that
+unit file with only ExecStart/ExecStartPost/Type/Restart changed, as the service user:
+
+  proxmox    nodes as Proxmox VE passes them into a container: mode 0660, root:44 (pve-container src/PVE/LXC.pm
+             create_passthrough_device_node; gid 44 = proxmox_lxc_gpu_gid), MIG capability nodes included
+  baremetal  nodes 0666 root:root (the driver's default) and no /dev/nvidia-uvm at deploy: the nvidia-modprobe
+             stand-in creates it when the unit starts (through gpuhost-nvidia-uvm.service)
+  udev_rdma  nodes 0660 root:render (a udev rule) plus /dev/infiniband/uverbs0 and rdma_cm 0666
+  owner_only a node 0600 root:root: the deploy fails before anything is written, naming what sets the mode
+  no_group   nodes 0660 with a gid that has no group in the container: fails early (systemd: 216/GROUP)
+
+The probe asserts every step PyTorch/NCCL/CUDA need works inside the unit (fork, pidfd_open, pidfd_getfd, memfd,
+W+X mapping, /dev/shm, opening each node) and that a call the filter denies returns EPERM and the process lives on.
+Not covered here: DeviceAllow= itself. These hosts run systemd under hybrid cgroups with the v1 devices hierarchy
+mounted read-only, so systemd cannot apply device rules in them (a unit with DevicePolicy=strict still opens
+/dev/zero there); the device rules are checked as rendered text only.
+
+Needs root and the cached test-host rootfs (tests/hosts/testhost.py prepare). Own object tag "iu".
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
+PLAYBOOK = os.path.join(ROOT, "tests", "integration", "files", "serving_unit.yml")
+ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="iu")
+NAME = "sgunit"
+SSH_OPTS = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5"]
+PROBE = "/usr/local/bin/gpuhost-unit-probe.py"
+UNIT = "/etc/systemd/system/sglang.service"
+PROBE_UNIT = "/etc/systemd/system/sglang-probe.service"
+RESULT = "/var/lib/sglang/probe.jsonl"
+CHANGED = ("Type=", "Restart=", "ExecStart=", "ExecStartPost=")
+MAX_EXPOSURE = 2.5
+
+pytestmark = [pytest.mark.testhosts]
+
+
+def gpu(mode, gid, uvm=True, caps=False):
+    nodes = [{"path": "/dev/nvidia%d" % i, "major": 195, "minor": i, "mode": mode, "gid": gid} for i in (0, 1)]
+    nodes.append({"path": "/dev/nvidiactl", "major": 195, "minor": 255, "mode": mode, "gid": gid})
+    if uvm:  # nvidia-uvm's major is dynamic; 510 is free here, so no driver answers (ENXIO)
+        nodes += [{"path": "/dev/nvidia-uvm", "major": 510, "minor": 0, "mode": mode, "gid": gid},
+                  {"path": "/dev/nvidia-uvm-tools", "major": 510, "minor": 1, "mode": mode, "gid": gid}]
+    if caps:
+        nodes += [{"path": "/dev/nvidia-caps/nvidia-cap%d" % i, "major": 509, "minor": i, "mode": mode, "gid": gid}
+                  for i in (1, 2)]
+    return nodes
+
+
+RDMA = [{"path": "/dev/infiniband/uverbs0", "major": 231, "minor": 192, "mode": "0666", "gid": 0},
+        {"path": "/dev/infiniband/rdma_cm", "major": 10, "minor": 120, "mode": "0666", "gid": 0}]
+
+LAYOUTS = {
+    "proxmox": {"nodes": gpu("0660", 44, caps=True), "groups": ["video"]},
+    "baremetal": {"nodes": gpu("0666", 0, uvm=False), "standin": True, "groups": [],
+                  "later": ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]},
+    "udev_rdma": {"nodes": gpu("0660", "render") + RDMA, "groups": ["render"]},
+}
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    subprocess.run([sys.executable, TESTHOST, "prepare"], env=ENV, check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, TESTHOST, "create", NAME], env=ENV, check=True, capture_output=True, text=True)
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    inv = tmp_path_factory.mktemp("inv") / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    %s:\n      ansible_host: %s\n      ansible_user: root\n"
+                   "      ansible_ssh_private_key_file: %s\n      ansible_python_interpreter: /usr/bin/python3\n"
+                   % (NAME, info["address"], info["identity_file"]))
+    info["inventory"] = str(inv)
+    try:
+        yield info
+    finally:
+        subprocess.run([sys.executable, TESTHOST, "destroy", NAME], env=ENV, check=False, capture_output=True)
+
+
+def ssh(host, command, check=True):
+    proc = subprocess.run(["ssh", *SSH_OPTS, "-i", host["identity_file"], "root@%s" % host["address"], command],
+                          capture_output=True, text=True, timeout=300, check=False)
+    if check:
+        assert proc.returncode == 0, "ssh %r failed: %s%s" % (command, proc.stdout, proc.stderr)
+    return proc
+
+
+def render(host, layout):
+    """Run the role's device tasks and unit template for ``layout``; returns (rc, output with whitespace collapsed)."""
+    extra = {"sglang_test_nodes": layout["nodes"], "sglang_test_uvm_standin": layout.get("standin", False)}
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", host["inventory"], PLAYBOOK,
+           "-e", json.dumps(extra)]
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
+
+
+def steps(text):
+    out = {}
+    for line in text.splitlines():
+        rec = json.loads(line)
+        out.setdefault(rec["step"], {})[rec["phase"]] = rec
+    return out
+
+
+def run_probe(host):
+    ssh(host, "rm -f %s && python3 %s derive %s %s %s && systemctl daemon-reload"
+              % (RESULT, PROBE, UNIT, PROBE_UNIT, RESULT))
+    start = ssh(host, "systemctl start sglang-probe.service", check=False)
+    show = ssh(host, "systemctl show -p Result -p ExecMainCode -p ExecMainStatus sglang-probe.service").stdout
+    result = steps(ssh(host, "cat %s" % RESULT, check=False).stdout)
+    control = steps(ssh(host, "python3 %s probe /tmp/probe-control.jsonl >/dev/null; cat /tmp/probe-control.jsonl"
+                        % PROBE, check=False).stdout)
+    unit = ssh(host, "cat %s" % UNIT).stdout
+    derived = ssh(host, "cat %s" % PROBE_UNIT).stdout
+    ssh(host, "rm -f %s && systemctl daemon-reload" % PROBE_UNIT)
+    return {"start": start, "show": show, "steps": result, "control": control, "unit": unit, "derived": derived}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_unit_sandbox(host, name):
+    layout = LAYOUTS[name]
+    t0 = time.time()
+    rc, out = render(host, layout)
+    assert rc == 0, out[-3000:]
+    res = run_probe(host)
+    print("%s: render + probe %.1f s" % (name, time.time() - t0))
+
+    # the probe unit is the rendered unit but for the four keys it must change
+    assert [ln for ln in res["derived"].splitlines()[1:] if not ln.startswith(CHANGED)] == \
+        [ln for ln in res["unit"].splitlines() if not ln.startswith(CHANGED)]
+    unit = res["unit"]
+    groups = re.findall(r"(?m)^SupplementaryGroups=(.*)$", unit)
+    assert (groups[0].split() if groups else []) == layout["groups"], unit
+    allowed = re.findall(r"(?m)^DeviceAllow=(\S+) rw$", unit)
+    for node in layout["nodes"]:
+        assert node["path"] in allowed
+    for later in layout.get("later", []):
+        assert later not in allowed   # absent at deploy: only the device class covers it
+    for cls in ("char-nvidia-frontend", "char-nvidia-uvm", "char-nvidia-caps", "char-infiniband_verbs"):
+        assert cls in allowed
+    assert "SystemCallErrorNumber=EPERM" in unit and "MemoryDenyWriteExecute" not in unit
+
+    # control: the host itself allows each step, so a failure inside the unit is the unit's doing
+    ctl = res["control"]
+    assert "done" in ctl and ctl["denied"]["end"]["detail"]["ret"] >= 0, ctl
+
+    got = res["steps"]
+    assert res["start"].returncode == 0 and "Result=success" in res["show"], \
+        "%s\nlast step started: %s" % (res["show"], list(got)[-1] if got else None)
+    for step in ("nodes", "memfd", "wx_mmap", "shm", "fork_pidfd", "denied"):
+        assert step in got and "end" in got[step], "the probe died in step %s" % step
+        assert got[step]["end"]["ok"], got[step]["end"]
+    ident = got["identity"]["end"]["detail"]
+    assert ident["uid"] != 0
+    nodes = got["nodes"]["end"]["detail"]
+    expected = sorted([n["path"] for n in layout["nodes"]] + layout.get("later", []))
+    assert sorted(nodes) == expected
+    denied = dict((p, r) for p, r in nodes.items() if not r.startswith("opened"))
+    assert not denied, "service user (uid %s, groups %s) cannot open: %s" % (ident["uid"], ident["groups"], denied)
+    assert got["denied"]["end"]["detail"]["ret"] == -1 and got["denied"]["end"]["detail"]["errno"] == "EPERM"
+
+    exposure = ssh(host, "systemd-analyze security sglang.service --no-pager").stdout
+    score = float(re.search(r"Overall exposure level for sglang.service: ([0-9.]+)", exposure).group(1))
+    print("%s: systemd-analyze security sglang.service: %.1f" % (name, score))
+    assert score <= MAX_EXPOSURE
+
+
+@pytest.mark.parametrize("name,nodes,expect", [
+    ("owner_only", [{"path": "/dev/nvidia0", "major": 195, "minor": 0, "mode": "0600", "gid": 0}],
+     ["GPU node /dev/nvidia0 (0600, uid 0, group root) cannot be opened read-write by the service user sglang",
+      "no group can be granted", "proxmox_lxc_gpu_dev_mode", "NVreg_DeviceFileMode", "sglang_device_groups"]),
+    ("no_group", [{"path": "/dev/nvidia0", "major": 195, "minor": 0, "mode": "0660", "gid": 2000}],
+     ["The nodes /dev/nvidia0 have group id 2000, which has no group on the target", "216/GROUP",
+      "proxmox_lxc_gpu_gid"]),
+])
+def test_unusable_nodes_fail_before_the_unit_is_written(host, name, nodes, expect):
+    ssh(host, "rm -f %s" % UNIT)
+    rc, out = render(host, {"nodes": nodes})
+    assert rc != 0
+    for text in expect:
+        assert text in out, out[-3000:]
+    assert "Traceback" not in out
+    assert ssh(host, "test -e %s" % UNIT, check=False).returncode != 0
