@@ -30,19 +30,29 @@ def test_host_mode_applied_and_booted(host):
         assert sl.driver(host, "0000:01:00.0") == "nvidia" and sl.driver(host, "0000:41:00.0") == "nvidia"
 
 
+def reboot_log(host):
+    """(owner, [reasons]) per reboot the roles made, oldest first (/var/lib/gpuhost-sglang/reboot-log)."""
+    out = []
+    for line in host.file("/var/lib/gpuhost-sglang/reboot-log").content_string.splitlines():
+        _stamp, rest = line.split(" ", 1)
+        owner, reasons = rest.split(": ", 1)
+        out.append((owner, reasons.split("; ")))
+    return out
+
+
 def test_second_run_did_not_reboot(host):
     runs = [int(x) for x in host.file("/root/reboots-per-run").content_string.split()]
     assert len(runs) == 2, runs  # converge + idempotence
-    # rebuild on vfio: the driver reboot, then the host-mode (IOMMU/vfio) reboot; host.yml on lxc: the driver reboot only
-    assert runs[0] == (2 if name(host) == "pve-rb" else 1), runs
+    # the driver reboot (nvidia_driver), then the host-mode one (proxmox_host: IOMMU/vfio on pve-rb, iommu=pt on pve-hd)
+    assert runs[0] == 2, runs
     assert runs[1] == runs[0], "the second run rebooted: %s" % runs
     assert len(sl.calls(host, "gpuhost-standin-reboot")) == runs[0]
+    assert [owner for owner, _reasons in reboot_log(host)] == ["nvidia_driver", "proxmox_host"]
 
 
 def test_one_initramfs_per_boot_change(host):
     # nouveau blacklist (written once, by host_common) and, on pve-rb, the vfio module files: never on the second run
-    runs = host.file("/root/reboots-per-run").content_string.split()
-    assert len(sl.calls(host, "update-initramfs")) == (2 if name(host) == "pve-rb" else 1), runs
+    assert len(sl.calls(host, "update-initramfs")) == (2 if name(host) == "pve-rb" else 1)
 
 
 def test_nouveau_blacklist_has_one_owner(host):
@@ -63,16 +73,15 @@ def test_host_driver_installed_locked_and_loaded(host):
     assert not host.file("/var/lib/gpuhost-sglang/reboot-required").exists
 
 
-def test_last_reboot_reasons(host):
-    reasons = host.file("/var/lib/gpuhost-sglang/last-reboot").content_string.splitlines()
+def test_driver_reboot_reasons(host):
+    (owner, reasons), _host_mode = reboot_log(host)
+    assert owner == "nvidia_driver"
+    assert "kernel module packages changed" in reasons and "nouveau blacklist changed" in reasons
     if name(host) == "pve-hd":
-        # the only reboot: the driver's, for the new kernel module, the blacklist, and the older module loaded (570.133.20,
-        # an open-module banner: the loaded-vs-installed check reads it)
-        assert "kernel module packages changed" in reasons
-        assert "nouveau blacklist changed" in reasons
+        # an older 570.133.20 open module was loaded: the loaded-vs-installed check read its open-module banner
         assert "loaded module 570.133.20 != installed %s" % DRIVER in reasons
     else:
-        assert reasons == ["boot-time GPU configuration changed (proxmox_host)"], reasons
+        assert not any(r.startswith("loaded module") for r in reasons), reasons  # fresh node: nothing loaded
 
 
 def test_one_state_directory(host):
