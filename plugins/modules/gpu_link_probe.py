@@ -92,13 +92,7 @@ notes:
   - Supports check mode; the probe only reads, so it runs in check mode too.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuhost.sglang.attributes.check_mode_full
 """
 
 EXAMPLES = r"""

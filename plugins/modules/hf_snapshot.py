@@ -46,13 +46,7 @@ options:
     default: sha256
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuhost.sglang.attributes.check_mode_full
 """
 
 EXAMPLES = r"""

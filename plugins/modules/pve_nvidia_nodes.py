@@ -23,13 +23,7 @@ author:
   - gpuhost.sglang contributors (@gpuhost)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuhost.sglang.attributes.check_mode_full
 options:
   nvidia_modprobe:
     description: Path of nvidia-modprobe on the host.

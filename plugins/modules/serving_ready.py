@@ -56,13 +56,7 @@ notes:
   - Check mode is supported; the module only reads.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuhost.sglang.attributes.check_mode_full
 """
 
 EXAMPLES = r"""

@@ -93,13 +93,7 @@ notes:
   - Supports check mode; the checks only build in a temporary directory that is removed.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuhost.sglang.attributes.check_mode_full
 """
 
 EXAMPLES = r"""
