@@ -12,7 +12,7 @@ class ModuleDocFragment(object):
     ansible.builtin.action_common_attributes; ansible-core merges the two per attribute)."""
 
     # Modules that read or wait and support check mode fully, without a diff, on POSIX targets.
-    DOCUMENTATION = r"""
+    CHECK_MODE_FULL = r"""
 options: {}
 attributes:
   check_mode:
@@ -22,5 +22,3 @@ attributes:
   platform:
     platforms: posix
 """
-
-    CHECK_MODE_FULL = DOCUMENTATION
