@@ -39,7 +39,8 @@ def cores():
 
 def ours(base_url, conc, tokens, n, processes):
     """Runs in a child pinned to the client core; prints one JSON line."""
-    from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_client, bench_metrics
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client as bench_client
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import metrics as bench_metrics
     bodies = [bench_client.build_payload("completions", "fake-model", "w%d alpha bravo" % i, tokens, ignore_eos=True)
               for i in range(n)]
     r0 = resource.getrusage(resource.RUSAGE_SELF)

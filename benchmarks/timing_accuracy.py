@@ -28,7 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "collections"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_client, bench_metrics  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client as bench_client  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import metrics as bench_metrics  # noqa: E402
 
 
 def pct(vals, p):

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def load(name):
-    path = os.path.join(ROOT, "plugins", "module_utils", name + ".py")
+    path = os.path.join(ROOT, "plugins", "module_utils", "gpu", name + ".py")
     spec = importlib.util.spec_from_file_location("gpuhost_" + name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

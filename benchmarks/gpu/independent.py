@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Independent interconnect measurement, sharing no code with plugins/module_utils/link_probe.py.
+"""Independent interconnect measurement, sharing no code with plugins/module_utils/gpu/link_probe.py.
 
 * P2P: cupy's runtime cudaMemcpyPeerAsync on a non-default stream, timed with CUDA events on that stream
   (falls back to torch copies timed with CUDA events when cupy is missing).

@@ -32,7 +32,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "collections"))
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import nvml_facts  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts  # noqa: E402
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import cuda_compat  # noqa: E402
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import toolchain  # noqa: E402
 

@@ -230,7 +230,9 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import gpu_nccl, gpu_pci_arch, nvml_facts
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nccl as gpu_nccl
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import pci_arch as gpu_pci_arch
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts
 
 try:
     import pynvml

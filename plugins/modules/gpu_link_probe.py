@@ -162,7 +162,8 @@ import importlib.util
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import link_probe, nvml_facts
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import link_probe
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts
 
 # torch is imported only in the forked measuring processes (the module process never initialises CUDA)
 HAS_TORCH = importlib.util.find_spec("torch") is not None

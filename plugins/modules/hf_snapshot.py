@@ -80,7 +80,7 @@ missing_bytes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuhost.sglang.plugins.module_utils import hf_snapshot as hs
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import hf_snapshot as hs
 
 
 def main():

@@ -138,7 +138,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import pve_boot
+from ansible_collections.gpuhost.sglang.plugins.module_utils.pve import boot as pve_boot
 
 MARKER = "Managed by gpuhost.sglang (pve_kernel_cmdline); do not edit"
 

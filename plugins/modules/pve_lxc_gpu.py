@@ -108,7 +108,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import pve_lxc, pve_pci
+from ansible_collections.gpuhost.sglang.plugins.module_utils.pve import lxc as pve_lxc
+from ansible_collections.gpuhost.sglang.plugins.module_utils.pve import pci as pve_pci
 
 
 def run(module):

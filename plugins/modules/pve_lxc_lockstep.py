@@ -81,7 +81,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import pve_lxc
+from ansible_collections.gpuhost.sglang.plugins.module_utils.pve import lxc as pve_lxc
 
 PROBE = ('for f in /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib64/libnvidia-ml.so.* /usr/lib/libnvidia-ml.so.*; '
          'do [ -e "$f" ] && echo "lib $f"; done; echo "smi_begin"; nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1; '

@@ -74,7 +74,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import pve_lxc
+from ansible_collections.gpuhost.sglang.plugins.module_utils.pve import lxc as pve_lxc
 from ansible_collections.gpuhost.sglang.plugins.module_utils.pve import nvidia_nodes
 
 

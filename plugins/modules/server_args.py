@@ -151,7 +151,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
     OptionsError, PROBE_SOURCE, classify, flag_rules, normalize_name, reverse_renames, server_argv, shell_quote, split_argv,
     suggested_argv)
 

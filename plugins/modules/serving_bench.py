@@ -105,7 +105,7 @@ options:
   probes:
     description:
       - Known-answer probes, each with C(expect) and a C(prompt) (completions) and/or C(question) (chat);
-        optional C(name). Default is C(DEFAULT_PROBES) of the collection (module_utils/probes.py).
+        optional C(name). Default is C(DEFAULT_PROBES) of the collection (module_utils/bench/probes.py).
     type: list
     elements: dict
   run_probes:
@@ -370,9 +370,13 @@ import time
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpuhost.sglang.plugins.module_utils import (
-    bench_client, bench_metrics, bench_report, bench_store, bench_workload, coherence)
-from ansible_collections.gpuhost.sglang.plugins.module_utils.probes import DEFAULT_PROBES
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client as bench_client
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import metrics as bench_metrics
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import report as bench_report
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import workload as bench_workload
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.probes import DEFAULT_PROBES
 
 MAX_CONCURRENCY = 100000
 

@@ -42,7 +42,7 @@ options:
   signatures:
     description:
       - Failure log signatures, tried in order; the first match names the class.
-      - Defaults to the built-in list (see module_utils/serving_ready.py).
+      - Defaults to the built-in list (see module_utils/serving/ready.py).
     type: list
     elements: dict
   api_key:
@@ -104,7 +104,7 @@ unit_state:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuhost.sglang.plugins.module_utils import serving_ready as sr
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import ready as sr
 
 
 def main():

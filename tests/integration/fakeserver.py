@@ -67,7 +67,7 @@ import time
 from aiohttp import web
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "plugins", "module_utils"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "plugins", "module_utils", "bench"))
 from probes import DEFAULT_PROBES  # noqa: E402  pylint: disable=wrong-import-position
 
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The inference fixture through the REAL CPU engine (transformers serve) over HTTP on 127.0.0.1.
 
-- good copy: answers 100% of plugins/module_utils/probes.py DEFAULT_PROBES, completion and chat form
+- good copy: answers 100% of plugins/module_utils/bench/probes.py DEFAULT_PROBES, completion and chat form
   (with and without a system prompt), streaming and not;
 - NaN copy: HTTP 200, empty text, finish_reason "stop", 1 completion token, no error anywhere;
 - random copy: HTTP 200, garbage text, 0 probes answered;

@@ -136,7 +136,7 @@ def test_bad_int_and_bad_float(bad_run):
 
 def test_flags_yml_matches_the_pinned_parser():
     """Every 0.5.23 fact in flags.yml is checked against the real parser, so the data cannot rot silently."""
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import flag_rules
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import flag_rules
     renames, removed = flag_rules(FLAGS["renames"], FLAGS["removed"], PINNED)
     assert renames and removed
     opts = {"model-path": "/m"}
@@ -163,7 +163,7 @@ def test_flags_yml_matches_the_pinned_parser():
 def test_negatable_data_matches_the_pinned_parser():
     """flags.yml's negatable list for 0.5.23 is exactly the parser's BooleanOptionalAction set: the filter
     renders what the module renders."""
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import negatable_for, server_argv
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import negatable_for, server_argv
     names = negatable_for(FLAGS["negatable"], PINNED)
     opts = {"model-path": "/m"}
     opts.update({n: False for n in names})
@@ -181,7 +181,7 @@ def test_negatable_data_matches_the_pinned_parser():
 
 @pytest.mark.parametrize("family", ["glm-dsa", "deepseek-dsa"])
 def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import select_profile
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
     sel = select_profile("12.0", family, PINNED, PROFILES)
     assert sel["options"]
     for extra in [{}] + [fb["options"] for fb in sel["fallbacks"]]:
@@ -196,7 +196,7 @@ def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
 def test_sm120_profile_environment_is_read_by_the_pinned_engine(family):
     """Every SGLANG_* variable a profile sets for 0.5.23 is one 0.5.23 declares (sglang.srt.environ.Envs): an
     environment value the engine never reads would be dead data."""
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import select_profile
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
     env = select_profile("12.0", family, PINNED, PROFILES)["environment"]
     names = sorted(n for n in env if n.startswith("SGLANG_"))
     assert names

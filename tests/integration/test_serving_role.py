@@ -109,7 +109,7 @@ print(json.dumps({"model": model, "correct": ok, "total": len(DEFAULT_PROBES)}))
 def serving_state(host):
     """What answers now: model id, probe score, and whether the live unit is the last-known-good copy."""
     subprocess.run(["scp", *SSH_OPTS, "-i", host["identity_file"],
-                    os.path.join(ROOT, "plugins", "module_utils", "probes.py"), "root@%s:/tmp/probes.py" % host["address"]],
+                    os.path.join(ROOT, "plugins", "module_utils", "bench", "probes.py"), "root@%s:/tmp/probes.py" % host["address"]],
                    check=True, capture_output=True)
     answer = json.loads(ssh(host, "python3 -c '%s'" % PROBE.replace("'", "'\"'\"'")))
     answer["unit_is_lkg"] = ssh(host, "cmp -s /etc/systemd/system/sglang.service /etc/sglang/last-known-good/sglang.service"

@@ -29,10 +29,10 @@ site=$("$tv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purel
 
 python -m py_compile benchmarks/gpu/gpu_check.py benchmarks/gpu/independent.py
 PYTHONPATH=$site python -m pytest -q -p no:cacheprovider -rs \
-  tests/unit/plugins/module_utils/test_nvml_facts.py tests/unit/plugins/module_utils/test_link_probe.py \
-  tests/unit/plugins/module_utils/test_gpu_nccl.py tests/unit/plugins/module_utils/test_gpu_pci_arch.py \
+  tests/unit/plugins/module_utils/gpu/test_nvml_facts.py tests/unit/plugins/module_utils/gpu/test_link_probe.py \
+  tests/unit/plugins/module_utils/gpu/test_nccl.py tests/unit/plugins/module_utils/gpu/test_pci_arch.py \
   tests/unit/plugins/modules/test_gpu_facts.py tests/unit/plugins/modules/test_gpu_link_probe.py
 # the plumbing test must have run, not been skipped
-out=$(PYTHONPATH=$site python -m pytest -q -p no:cacheprovider tests/unit/plugins/module_utils/test_link_probe.py -k gloo 2>&1)
+out=$(PYTHONPATH=$site python -m pytest -q -p no:cacheprovider tests/unit/plugins/module_utils/gpu/test_link_probe.py -k gloo 2>&1)
 echo "$out" | tail -1
 case "$out" in *"1 passed"*) ;; *) echo "gloo all-reduce plumbing test did not run" >&2; exit 1 ;; esac

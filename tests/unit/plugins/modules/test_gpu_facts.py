@@ -15,8 +15,8 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuhost.sglang.plugins.modules import gpu_facts
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-import gpu_fake_nvml as fake  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gpu"))
+import fake_nvml as fake  # noqa: E402
 
 
 def run(monkeypatch, capsys, args, nvml="missing"):
@@ -84,7 +84,7 @@ def test_bad_input_is_a_clear_error(monkeypatch, capsys, tmp_path, args, msg):
 
 def test_given_facts_from_a_registered_result(monkeypatch, capsys, tmp_path):
     """A registered gpu_facts result (with changed/invocation) can be fed back for planning."""
-    from ansible_collections.gpuhost.sglang.plugins.module_utils import nvml_facts
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts
     facts = nvml_facts.collect(fake.h100_sxm_box(), host={})
     registered = dict(facts, changed=False, invocation={"module_args": {}}, failed=False)
     code, out = run(monkeypatch, capsys, {"facts": registered, "sysfs_root": str(tmp_path)})

@@ -15,11 +15,12 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import link_probe, nvml_facts
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import link_probe
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts
 from ansible_collections.gpuhost.sglang.plugins.modules import gpu_link_probe
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-import gpu_fake_nvml as fake  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gpu"))
+import fake_nvml as fake  # noqa: E402
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpuhost.sglang.plugins.modules import serving_toolchain
 
 HERE = os.path.dirname(__file__)
-sys.path.insert(0, os.path.join(HERE, "..", "module_utils"))
+sys.path.insert(0, os.path.join(HERE, "..", "module_utils", "serving"))
 from toolchain_fake import NVCC_12_8, NVCC_13_0, SETTINGS, exe, fake_torch  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

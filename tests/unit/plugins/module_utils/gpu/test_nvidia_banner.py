@@ -13,7 +13,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvidia_banner as nb
-from ansible_collections.gpuhost.sglang.plugins.module_utils import pve_lxc
+from ansible_collections.gpuhost.sglang.plugins.module_utils.pve import lxc as pve_lxc
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 

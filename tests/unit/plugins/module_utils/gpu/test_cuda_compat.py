@@ -14,7 +14,7 @@ import yaml
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import cuda_compat as cc
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..")
 with open(os.path.join(ROOT, "roles", "sglang", "vars", "cuda_compat.yml")) as fh:
     RULES = yaml.safe_load(fh)["sglang_cuda_driver_rules"]
 

@@ -11,7 +11,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_report, bench_store
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import report as bench_report
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 
 
 def agg(tput, tpot, spread=0.0):

@@ -4,7 +4,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import serving_ready as sr
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import ready as sr
 
 SIGS = sr.compile_signatures(sr.DEFAULT_SIGNATURES)
 ACTIVE = {"ActiveState": "active", "SubState": "running", "NRestarts": "0"}

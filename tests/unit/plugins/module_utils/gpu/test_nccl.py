@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import gpu_nccl
-from ansible_collections.gpuhost.sglang.plugins.module_utils import nvml_facts as nf
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nccl as gpu_nccl
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts as nf
 
 sys.path.insert(0, os.path.dirname(__file__))
-import gpu_fake_nvml as fake  # noqa: E402
+import fake_nvml as fake  # noqa: E402
 
 
 def as_dict(settings):

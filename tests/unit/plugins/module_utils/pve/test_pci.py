@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import pve_pci as p
+from ansible_collections.gpuhost.sglang.plugins.module_utils.pve import pci as p
 
-FIX = os.path.join(os.path.dirname(__file__), "fixtures_pve")
+FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 
 
 def _read(name):

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import hf_snapshot as hs
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import hf_snapshot as hs
 
 Usage = collections.namedtuple("Usage", "total used free")
 BLOBS = {"config.json": b'{"model_type": "llama"}', "model.safetensors": b"\x01" * 4096}

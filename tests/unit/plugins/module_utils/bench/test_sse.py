@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_sse
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import sse as bench_sse
 
 
 def ev(obj, sep=b"\n\n", space=True):

@@ -7,8 +7,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import coherence as c
-from ansible_collections.gpuhost.sglang.plugins.module_utils.probes import DEFAULT_PROBES
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence as c
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.probes import DEFAULT_PROBES
 
 GOOD = ("The quick answer depends on the scheduler, the batch size and the memory bandwidth of the card; "
         "in practice the decode phase is bound by how fast weights stream from HBM into the SMs.")

@@ -31,7 +31,8 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     HAS_AIOHTTP = False
     AIOHTTP_IMPORT_ERROR = e
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_sse, coherence
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import sse as bench_sse
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence
 
 ERROR_CLASSES = (
     "connection_refused", "connect_error", "connect_timeout", "http_4xx", "http_429", "http_5xx",

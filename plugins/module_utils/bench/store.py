@@ -27,7 +27,7 @@ try:
 except ImportError:  # pragma: no cover - not on Linux
     fcntl = None
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.bench_metrics import GATE_METRICS
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.metrics import GATE_METRICS
 
 LATENCY_PREFIXES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 

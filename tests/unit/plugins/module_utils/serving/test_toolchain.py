@@ -20,7 +20,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import tool
 sys.path.insert(0, os.path.dirname(__file__))
 from toolchain_fake import CPU_JIT, NVCC_12_8, NVCC_13_0, SETTINGS, SGLANG_JIT, exe, fake_torch  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 ENGINE_VENV_PY = os.path.join(ROOT, ".cache", "engine-venv", "bin", "python")
 
 

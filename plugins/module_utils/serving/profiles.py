@@ -22,7 +22,7 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
     OptionsError, normalize_name, parse_version, version_in_range)
 
 __metaclass__ = type

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_metrics as bm
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import metrics as bm
 
 
 def rec(start, ttft, itl, n, prompt=10, chunks=None, ok=True, coherent=True, error=None):

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import pve_boot as b
+from ansible_collections.gpuhost.sglang.plugins.module_utils.pve import boot as b
 
-FIX = os.path.join(os.path.dirname(__file__), "fixtures_pve")
+FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 
 
 def _read(name):

@@ -10,9 +10,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import gpu_pci_arch as pa
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import pci_arch as pa
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import profiles
-from ansible_collections.gpuhost.sglang.plugins.module_utils.profiles import ProfileError, normalize_arch, select_profile
-from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import server_argv
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import profiles
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import ProfileError, normalize_arch, select_profile
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import server_argv
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 
 
 def _load(name):
@@ -154,7 +154,7 @@ def test_sm120_dsa_before_0_5_23_is_the_seeds_configuration():
 
 
 def test_profile_options_never_use_names_flags_yml_marks_renamed_for_that_range():
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import flag_rules, precheck
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import flag_rules, precheck
     for version in ("0.5.15", "0.5.22", "0.5.23", "0.6.0"):
         for fam in DATA["model_families"]:
             sel = select_profile("sm120", fam, version, DATA)

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.server_args import (
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
     OptionsError, classify, flag_rules, format_error, normalize_name, parse_version, precheck, reverse_renames, server_argv,
     shell_quote, split_argv, suggested_argv, systemd_exec, systemd_quote, version_in_range)
 

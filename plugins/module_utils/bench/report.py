@@ -10,7 +10,7 @@ __metaclass__ = type
 import os
 from xml.sax.saxutils import escape, quoteattr
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils import bench_store
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 
 HEADER = ("| Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms | ITL p99 | Coherent |",
           "|---:|---:|---:|---:|---:|---:|---:|---|")
