@@ -23,6 +23,13 @@ python3 tests/hosts/testhost.py prepare
 echo "prepare: $(( $(date +%s) - start ))s"
 
 mapfile -t scenarios < <(for f in molecule/*/molecule.yml; do basename "$(dirname "$f")"; done)
+# GPUHOST_MOLECULE_ONLY="a b": run just those scenarios (development; CI runs all)
+if [ -n "${GPUHOST_MOLECULE_ONLY:-}" ]; then
+  for s in $GPUHOST_MOLECULE_ONLY; do
+    [ -f "molecule/$s/molecule.yml" ] || { echo "GPUHOST_MOLECULE_ONLY names $s: allowed values are ${scenarios[*]}"; exit 1; }
+  done
+  read -r -a scenarios <<<"$GPUHOST_MOLECULE_ONLY"
+fi
 [ ${#scenarios[@]} -gt 0 ] || { echo "no molecule scenarios found"; exit 1; }
 # Check each molecule.yml against the pitfalls of molecule/README.md (a bad one fails as its own
 # scenario) and collect every scenario's host names (to destroy exactly those at the end, never
@@ -74,23 +81,41 @@ trap cleanup EXIT
 
 logs=tests/output/molecule
 mkdir -p "$logs"
+# GPUHOST_MOLECULE_JOBS scenarios at a time (default 2): each has its own hosts, state and log, and
+# testhost.py allocates subnets under a lock, so they cannot collide; a 2-core CI box spends most of a
+# scenario waiting on dpkg, systemd boots and SSH round trips. Results are reported in scenario order.
+jobs=${GPUHOST_MOLECULE_JOBS:-2}
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "GPUHOST_MOLECULE_JOBS=$jobs is invalid: allowed values are integers >= 1"; exit 1; }
+run_one() {  # scenario -> writes $logs/$1.rc and $logs/$1.secs
+  local s=$1 start rc=0
+  start=$(date +%s)
+  if [ -n "${invalid[$s]:-}" ]; then
+    echo "molecule/$s/molecule.yml: ${invalid[$s]}" >"$logs/$s.log"; rc=1
+  else
+    molecule test -s "$s" >"$logs/$s.log" 2>&1 || rc=$?
+  fi
+  echo $(( $(date +%s) - start )) >"$logs/$s.secs"
+  echo "$rc" >"$logs/$s.rc"
+}
+rm -f "$logs"/*.rc "$logs"/*.secs
+stage_start=$(date +%s)
+for s in "${scenarios[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  echo "--- molecule test -s $s (log: $logs/$s.log)"
+  run_one "$s" &
+done
+wait || true
 failed=()
 summary=()
 for s in "${scenarios[@]}"; do
-  echo "--- molecule test -s $s (log: $logs/$s.log)"
-  start=$(date +%s)
-  if [ -n "${invalid[$s]:-}" ]; then
+  rc=$(cat "$logs/$s.rc" 2>/dev/null || echo 1)
+  if [ "$rc" = 0 ]; then result=ok; else
     result=FAILED; failed+=("$s")
-    echo "molecule/$s/molecule.yml: ${invalid[$s]}" | tee "$logs/$s.log"
-  elif molecule test -s "$s" >"$logs/$s.log" 2>&1; then
-    result=ok
-  else
-    result=FAILED; failed+=("$s")
-    tail -n 80 "$logs/$s.log"
+    echo "=== $s FAILED (rc=$rc), last lines of $logs/$s.log:"; tail -n 80 "$logs/$s.log"
   fi
-  summary+=("$(printf '%-28s %-7s %4ss' "$s" "$result" "$(( $(date +%s) - start ))")")
+  summary+=("$(printf '%-28s %-7s %4ss' "$s" "$result" "$(cat "$logs/$s.secs" 2>/dev/null || echo '?')")")
 done
-echo "--- molecule summary"
+echo "--- molecule summary ($jobs at a time; stage wall $(( $(date +%s) - stage_start ))s)"
 printf '%s\n' "${summary[@]}"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "failed scenarios: ${failed[*]}"
