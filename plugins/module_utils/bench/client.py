@@ -379,8 +379,10 @@ STREAMS_PER_PROCESS = 32
 def auto_processes(concurrency, per_process=STREAMS_PER_PROCESS, cpus=None):
     """Client processes for ``concurrency`` streams: one per ``per_process`` streams, at most one per free
     core (``cpus``, default :func:`free_cores`), at least one."""
-    cpus = cpus or free_cores()
     want = -(-int(concurrency) // per_process)
+    if want <= 1:
+        return 1  # no need to sample /proc/stat (0.1 s) for one process
+    cpus = cpus or free_cores()
     return max(1, min(want, cpus, int(concurrency)))
 
 
