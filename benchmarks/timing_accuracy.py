@@ -10,10 +10,13 @@ text; the client's observed TTFT/ITL are compared with the server's truth at con
   ITL error  = client gap between consecutive events - server gap between their sends
   event error = client receipt time - server send time, every event
 
-Goal (issue 6): p99 error <= 2 ms wherever the client is not saturated, and client_bound set wherever it is.
-The fake server runs on its own core, the client on another (auto processes, at most the cores left).
+Goal (issue 11): TTFT/ITL error p99 <= --goal-ms (1 ms) at c=1, 256 and 1024 with the verdict clean, and
+client_bound set wherever the goal is missed. The verdict's own estimate (event-loop lag p99 beyond the timer
+resolution, ``timestamp_error_ms``) is printed beside the measured error. The fake server runs on its own core,
+the client on the cores left (``client_processes`` auto: bench_client.auto_processes over those cores, or
+--processes to force a count).
 
-Usage: .venv/bin/python benchmarks/timing_accuracy.py [--ttft 0.05] [--itl 0.02] [--tokens 64]
+Usage: .venv/bin/python benchmarks/timing_accuracy.py [--ttft 0.05] [--itl 0.02] [--tokens 64] [--processes N]
 """
 
 from __future__ import absolute_import, division, print_function
@@ -61,7 +64,9 @@ def measure(url, conc, tokens, n, processes):
                 itl_err.append((ct[i] - ct[i - 1]) - (sends[i] - sends[i - 1]))
     ms = 1000.0
     res = {"concurrency": conc, "requests": n, "errors": errors, "processes": len(stats), "client_bound": bound,
-           "reason": reason, "max_cpu_util": client["max_cpu_util"], "max_lag_p99_ms": client["max_lag_p99_ms"]}
+           "reason": reason, "max_cpu_util": client["max_cpu_util"], "max_lag_p99_ms": client["max_lag_p99_ms"],
+           "timer_resolution_ms": client["timer_resolution_ms"], "est_err_ms": client["timestamp_error_ms"],
+           "ready_delay_p99_ms": max(s.get("ready_delay_p99_ms") or 0 for s in stats)}
     for name, vals in (("ttft", ttft_err), ("itl", itl_err), ("event", ev_err)):
         a = [abs(v) for v in vals]
         res[name + "_err_ms"] = {"p50": round(pct(a, 50) * ms, 3), "p99": round(pct(a, 99) * ms, 3),
@@ -75,36 +80,46 @@ def main():
     ap.add_argument("--itl", type=float, default=0.02)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--levels", default="1,256,1024")
+    ap.add_argument("--processes", type=int, default=0, help="client processes (0: auto, as serving_bench)")
+    ap.add_argument("--goal-ms", type=float, default=1.0)
     a = ap.parse_args()
     from fakeserver import fake_server  # pylint: disable=import-error
     avail = sorted(os.sched_getaffinity(0))
     server_core = avail[0]
     client_cores = set(avail[1:]) or {avail[0]}
     rows = []
-    print("server core %d, client cores %s, TTFT %.0f ms, ITL %.0f ms, %d tokens, %s" % (
+    print("server core %d, client cores %s, TTFT %.0f ms, ITL %.0f ms, %d tokens, load %s, %s" % (
         server_core, sorted(client_cores), a.ttft * 1000, a.itl * 1000, a.tokens,
-        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+        "/".join("%.2f" % x for x in os.getloadavg()), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
     with fake_server("ok", "--stamp", "--ttft", str(a.ttft), "--itl", str(a.itl)) as (url, proc):
         os.sched_setaffinity(proc.pid, {server_core})
         os.sched_setaffinity(0, client_cores)
         for conc in [int(x) for x in a.levels.split(",")]:
             n = max(conc, 8) if conc > 1 else 16
-            procs = bench_client.auto_processes(conc, cpus=len(client_cores))
+            procs = a.processes or bench_client.auto_processes(conc)
             rows.append(measure(url, conc, a.tokens, n, procs))
     print()
     print("| c | procs | TTFT err p50/p99/max ms | ITL err p50/p99/max ms | event err p99 ms | client CPU | "
-          "lag p99 ms | client_bound | p99 <= 2 ms |")
-    print("|---:|---:|---|---|---:|---:|---:|---|---|")
+          "lag p99 ms | timer res ms | est. err ms | ready delay p99 ms | client_bound | p99 <= %g ms |" % a.goal_ms)
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|")
     for r in rows:
         t, i, e = r["ttft_err_ms"], r["itl_err_ms"], r["event_err_ms"]
-        ok = max(t["p99"], i["p99"]) <= 2.0
-        print("| %d | %d | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f | %.0f%% | %.2f | %s | %s |" % (
+        ok = max(t["p99"], i["p99"]) <= a.goal_ms
+        print("| %d | %d | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f | %.0f%% | %.2f | %.2f | %.2f | %.2f | %s | %s |" % (
             r["concurrency"], r["processes"], t["p50"], t["p99"], t["max"], i["p50"], i["p99"], i["max"], e["p99"],
-            100 * r["max_cpu_util"], r["max_lag_p99_ms"], r["client_bound"], "yes" if ok else "no"))
-    bad = [r for r in rows if not r["client_bound"] and max(r["ttft_err_ms"]["p99"], r["itl_err_ms"]["p99"]) > 2.0]
+            100 * r["max_cpu_util"], r["max_lag_p99_ms"], r["timer_resolution_ms"], r["est_err_ms"],
+            r["ready_delay_p99_ms"], r["client_bound"], "yes" if ok else "no"))
+    for r in rows:
+        if r["reason"]:
+            print("c=%d client_bound: %s" % (r["concurrency"], r["reason"]))
+    missed = [r for r in rows if max(r["ttft_err_ms"]["p99"], r["itl_err_ms"]["p99"]) > a.goal_ms]
+    silent = [r for r in missed if not r["client_bound"]]
     print()
-    print("goal (p99 <= 2 ms where not client_bound, client_bound where not): %s" % (
-        "MET" if not bad else "NOT MET at c=%s" % ",".join(str(r["concurrency"]) for r in bad)))
+    print("goal (p99 <= %g ms, verdict clean) met at c=%s; missed at c=%s; missed without the flag (a miss of the "
+          "verdict) at c=%s" % (a.goal_ms,
+                                ",".join(str(r["concurrency"]) for r in rows if r not in missed and not r["client_bound"])
+                                or "-", ",".join(str(r["concurrency"]) for r in missed) or "-",
+                                ",".join(str(r["concurrency"]) for r in silent) or "-"))
     print(json.dumps(rows))
 
 

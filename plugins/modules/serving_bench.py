@@ -179,13 +179,16 @@ options:
     type: float
     default: 60
   client_processes:
-    description: Client processes; 0 means one per 256 concurrent streams, at most one per CPU.
+    description:
+      - Client processes; 0 means one per 32 concurrent streams, at most one per free core (the cores
+        C(sched_getaffinity) allows, less the share other work keeps busy).
     type: int
     default: 0
   client_lag_threshold_ms:
     description:
-      - Event-loop lag p99 above which a level is marked C(client_bound). Half of the 2 ms timing-error budget
-        (measured, a lag p99 of 1.9 ms went with a TTFT error p99 of 3.4 ms).
+      - Timestamp-error budget in ms. A level is marked C(client_bound) when a client process's event-loop lag
+        p99, less the loop's own timer resolution (the selector's 1 ms granularity plus the idle wake-up latency,
+        measured per process), exceeds it. See docs/bench.md.
       - On a client-bound level the regression gate ignores latency changes below twice the measured lag p99.
     type: float
     default: 1.0

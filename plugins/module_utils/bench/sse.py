@@ -64,11 +64,14 @@ def split_groups(reads):
             continue
         body = buf[:end]
         buf = buf[end + 2:]
-        # fast path: every event is exactly "data: <payload>" (what SGLang/vLLM/transformers send)
-        k = body.count(b"\n\n") + 1
-        if body[:6] == b"data: " and body.count(b"\n") == 2 * (k - 1) and body.count(b"\n\ndata: ") == k - 1:
+        # fast path: every event is exactly "data: <payload>" (what SGLang/vLLM/transformers send): split on the
+        # separator, and when every newline of the body is one of those separators' two, no event had another line
+        payloads = None
+        if body[:6] == b"data: ":
             payloads = body[6:].split(b"\n\ndata: ")
-        else:
+            if body.count(b"\n") != 2 * (len(payloads) - 1):
+                payloads = None
+        if payloads is None:
             payloads = [x for x in (_event_payload(e) for e in body.split(b"\n\n") if e) if x is not None]
         if payloads:
             groups.append((t, payloads))
@@ -100,10 +103,6 @@ _TEXT_RX = {
     "completions": re.compile(rb'"text"\s*:\s*"((?:[^"\\]|\\.)*)"'),
     "chat": re.compile(rb'"content"\s*:\s*"((?:[^"\\]|\\.)*)"'),
 }
-_TEXT_SEPS = {
-    "completions": (b'"text":"', b'"text": "'),
-    "chat": (b'"content":"', b'"content": "'),
-}
 # anything that needs the full decoder: non-null usage/finish/logprobs, errors, reasoning text, tool calls
 # (a content-less event fails the one-text-per-event count check; reasoning text: _REASONING_MARKERS)
 _SLOW_MARKERS = (b'usage":{', b'usage": {', b'finish_reason":"', b'finish_reason": "', b'error"')
@@ -114,11 +113,19 @@ _REASONING_MARKERS = (b'reasoning_content":"', b'reasoning_content": "', b'"reas
 REASONING_KEYS = ("reasoning_content", "reasoning")
 
 
-def _fast_texts(payloads, api, logprobs=False, markers=True):
-    """Texts of plain content events (one choice, nothing else of interest), or None to decode fully.
+_PLAIN_RX = {
+    "completions": re.compile(rb'"text": ?"([^"]*)"'),
+    "chat": re.compile(rb'"content": ?"([^"]*)"'),
+}
 
-    Events are JSON objects, so an unescaped double quote never occurs inside a captured string
-    body; the bodies are decoded together by one ``json.loads`` of an array of strings.
+
+def _fast_texts(payloads, api, logprobs=False, markers=True):
+    """Text of plain content events (one choice, nothing else of interest) as ``(text, nonempty, empty)``, or
+    None to decode fully.
+
+    Events are JSON objects, so an unescaped double quote never occurs inside a captured string body. Without
+    a backslash in the group the bodies are the text's UTF-8 bytes as they are (one regex pass, one decode);
+    with escapes they are decoded together by one ``json.loads`` of an array of strings.
     """
     blob = b"\n".join(payloads)
     if markers:
@@ -133,23 +140,24 @@ def _fast_texts(payloads, api, logprobs=False, markers=True):
         for m in _LOGPROB_MARKERS:
             if m in blob:
                 return None
-    found = None
     if b"\\" not in blob:
-        # no escapes at all: the string bodies end at the next double quote; bytes.split beats the regex
-        for sep in _TEXT_SEPS[api]:
-            if sep in blob:
-                parts = blob.split(sep)
-                if len(parts) - 1 == len(payloads):
-                    found = [x[:x.find(b'"')] for x in parts[1:]]
-                break
-    if found is None:
-        found = _TEXT_RX[api].findall(blob)
+        found = _PLAIN_RX[api].findall(blob)
+        if len(found) != len(payloads):
+            return None
+        empty = found.count(b"")
+        try:
+            return b"".join(found).decode("utf-8"), len(found) - empty, empty
+        except UnicodeDecodeError:
+            return None
+    found = _TEXT_RX[api].findall(blob)
     if len(found) != len(payloads):
         return None
     try:
-        return json.loads(b'["' + b'","'.join(found) + b'"]')
+        texts = json.loads(b'["' + b'","'.join(found) + b'"]')
     except ValueError:
         return None
+    nonempty = [x for x in texts if x]
+    return "".join(nonempty), len(nonempty), len(texts) - len(nonempty)
 
 
 def parse_reads(reads, api="completions", logprobs=False):
@@ -191,14 +199,15 @@ def parse_reads(reads, api="completions", logprobs=False):
         # count and falls back anyway; usage/finish_reason come from the fully decoded tail)
         split = len(payloads) > 6
         head, rest = (payloads[:-3], payloads[-3:]) if split else (payloads, [])
-        texts = _fast_texts(head, api, logprobs, markers=not split)
-        if texts is None:
-            texts, rest = [], payloads
-        nonempty = [x for x in texts if x]
-        if nonempty:
-            chunk_times.extend([t] * len(nonempty))
-            pieces.extend(nonempty)
-        state["empty"] += len(texts) - len(nonempty)
+        fast = _fast_texts(head, api, logprobs, markers=not split)
+        if fast is None:
+            rest = payloads
+        else:
+            joined, nonempty, empty = fast
+            if nonempty:
+                chunk_times.extend([t] * nonempty)
+                pieces.append(joined)  # one piece per group: _content() indexes pieces, reasoning never takes this path
+            state["empty"] += empty
         if rest:
             for o in decode_payloads(rest):
                 _slow_event(o, t, api, state, chunk_times, pieces)

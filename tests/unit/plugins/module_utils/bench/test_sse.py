@@ -163,3 +163,20 @@ def test_a_delta_with_both_fields_keeps_both_on_the_fast_path():
                     for dummy in range(10)) + ev(chat("", "stop")) + b"data: [DONE]\n\n"
     r = bench_sse.parse_reads([(1.0, body)], "chat")
     assert r["content"] == "a" * 10 and r["reasoning"] == "r" * 10
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_plain_fast_path_keeps_utf8_empties_and_compact_json(api):
+    # unescaped UTF-8 (ensure_ascii=False, as SGLang's orjson sends), empty deltas and compact separators
+    # mixed in one read: the one-regex fast path must give what the full decoder gives
+    mk = chat if api == "chat" else comp
+    pieces = [u"Grüße", u"", u" 東京", u" ok", u"", u" é"] * 5
+    body = b"".join(b"data: " + json.dumps(mk(p), ensure_ascii=False,
+                                           separators=(",", ":") if i % 2 else (", ", ": ")).encode("utf-8") + b"\n\n"
+                    for i, p in enumerate(pieces))
+    body += ev(mk("", "stop")) + b"data: [DONE]\n\n"
+    p = bench_sse.parse_reads([(1.0, body)], api)
+    assert p["text"] == u"".join(pieces)
+    assert len(p["chunk_times"]) == len([x for x in pieces if x])
+    assert p["empty_events"] == len(pieces) - len([x for x in pieces if x]) + 1
+    assert p["finish_reason"] == "stop" and p["done"]
