@@ -12,8 +12,10 @@ import yaml
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import alert_thresholds
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PROMTOOL = os.path.join(ROOT, ".cache", "monitoring-apt-repo", "root", "usr", "bin", "promtool")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# promtool comes from the fixture cache of the checkout (stage 20), also when this file runs from a copy
+CACHE = os.path.join(os.environ.get("GPUHOST_ROOT") or ROOT, ".cache")
+PROMTOOL = os.path.join(CACHE, "monitoring-apt-repo", "root", "usr", "bin", "promtool")
 TEMPLATE = os.path.join(ROOT, "roles", "monitoring", "templates", "gpuhost-rules.yml.j2")
 
 BASELINE = {"key": "k1", "fingerprint": {"host": "gpu1"}, "updated": "2026-12-01T00:00:00Z",
