@@ -178,6 +178,19 @@ options:
     description: Seconds without a byte from the server before a stream is classified C(stalled).
     type: float
     default: 60
+  server_metrics:
+    description:
+      - Read the server's Prometheus metrics (SGLang C(--enable-metrics), C(sglang:) or C(sglang_) names) before and
+        after each level and report its generated-token, request and TTFT figures next to the client's
+        (C(results[].server_metrics)). C(auto) when exported; C(require) also fails the run with class
+        C(server_metrics) on a disagreement beyond O(server_metrics_tolerance) or when none are exported.
+    type: str
+    choices: [auto, require, "off"]
+    default: auto
+  server_metrics_tolerance:
+    description: Relative difference of server and client token/request counts above which they disagree.
+    type: float
+    default: 0.02
   client_processes:
     description:
       - Client processes; 0 means one per 32 concurrent streams, at most one per free core (the cores
@@ -379,6 +392,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import report
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import workload as bench_workload
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_metrics
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.probes import DEFAULT_PROBES
 
 MAX_CONCURRENCY = 100000
@@ -608,6 +622,9 @@ def level_failures(res, p):
             out.append(("missing_usage", "c=%d: %d/%d responses carried no usage (stream_options.include_usage); "
                         "token counts would be estimates (%s). Set require_usage=false to accept that." % (
                             res["concurrency"], acc["missing_usage"], done, acc.get("fallback"))))
+    sm = res.get("server_metrics") or {}
+    if p.get("server_metrics") == "require" and sm.get("status") != "ok":
+        out.append(("server_metrics", "c=%d: %s" % (res["concurrency"], sm.get("line") or sm.get("reason"))))
     return out
 
 
@@ -615,12 +632,16 @@ def measure_level(p, model, api, bodies, prompt_tokens, conc, count_tokens, prog
     procs = p["client_processes"] or bench_client.auto_processes(conc)
     label = "c=%d trial %d/%d" % (conc, trial + 1, p["trials"])
     progress("%s started: %d requests, %d client process(es)" % (label, len(bodies), procs))
+    before, why = server_metrics.begin(p["base_url"], p["server_metrics"], model)
     with Ticker(progress, label):
         recs, stats = bench_client.run_load(
             p["base_url"], api, bodies, concurrency=conc, processes=procs, timeout=p["timeout"],
             stall_timeout=p["stall_timeout"], api_key=p["api_key"], count_tokens=count_tokens,
             prompt_tokens=prompt_tokens, checks=tuple(p["load_checks"]))
     res = bench_metrics.compute(recs, conc)
+    res["server_metrics"] = (server_metrics.finish(p["base_url"], before, recs, p["server_metrics_tolerance"], model)
+                             if before else {"status": "unavailable" if why != "off" else "off", "reason": why})
+    progress("%s %s" % (label, res["server_metrics"].get("line") or "server metrics: %s" % why))
     client, bound, reason = bench_client.client_verdict(stats, p["client_cpu_threshold"], p["client_lag_threshold_ms"])
     res["client"] = client
     res["client_bound"] = bound
@@ -718,6 +739,8 @@ def main():
             api_key=dict(type="str", no_log=True),
             timeout=dict(type="float", default=300.0),
             stall_timeout=dict(type="float", default=60.0),
+            server_metrics=dict(type="str", choices=["auto", "require", "off"], default="auto"),
+            server_metrics_tolerance=dict(type="float", default=0.02),
             client_processes=dict(type="int", default=0),
             client_lag_threshold_ms=dict(type="float", default=1.0),
             client_cpu_threshold=dict(type="float", default=0.9),

@@ -37,6 +37,9 @@ installed by tests (python/sglang/srt/... paths below are from that wheel):
 --no-think-toggle the template has no enable_thinking switch (GLM-5.3: template_detection.py rule
                   ``glm53_always_think``): the model always thinks, whatever the request says
 --numerals        numeric answers as digits ("4." instead of "four.")
+--metrics         also serve SGLang's Prometheus metrics on /metrics (tests/fixtures/sglang_metrics.py), counting
+                  every streamed completion; --metrics-skew F over-reports generated tokens by F (a lying server),
+                  --metrics-prefix sglang_ renders the other prefix
 --strict-fields   HTTP 422 for any request field outside the plain OpenAI schema, as transformers serve does
                   (transformers/cli/serving/utils.py ``BaseHandler._validate_request``)
 
@@ -117,6 +120,7 @@ def sglang_chunk(model, delta=None, finish=None, usage=None, reasoning=None, rol
 class Fake(object):
     def __init__(self, args):
         self.a = args
+        self.metrics = None
         self.served = 0
         self.cache = {}
 
@@ -262,6 +266,7 @@ class Fake(object):
                                      status=400)
         prompt = body.get("prompt") if api == "completions" else body["messages"][-1]["content"]
         n = int(body.get("max_tokens") or 16)
+        t0 = time.monotonic()
         if api == "chat" and a.reasoning != "off":
             return await self.reasoning_chat(request, body, prompt, n)
         pieces = self.pieces(prompt, n)
@@ -285,9 +290,11 @@ class Fake(object):
                 if len(self.cache) < 4096:
                     self.cache[key] = data
             await resp.write(data)
+            self.record(prompt, pieces, t0, time.monotonic() - t0)
             return resp
         if a.ttft:
             await asyncio.sleep(a.ttft)
+        first = time.monotonic() - t0
         for i, p in enumerate(pieces):
             if i and a.itl:
                 await asyncio.sleep(a.itl)
@@ -306,7 +313,17 @@ class Fake(object):
         if usage is not None:
             await resp.write(self.event(api, model, "", usage=usage))
         await resp.write(b"data: [DONE]\n\n")
+        self.record(prompt, pieces, t0, first)
         return resp
+
+    def record(self, prompt, pieces, t0, ttft):
+        if self.metrics is not None:
+            e2e = time.monotonic() - t0
+            gaps = [(e2e - ttft) / (len(pieces) - 1)] * (len(pieces) - 1) if len(pieces) > 1 else []
+            self.metrics.record(len(prompt.split()), len(pieces), ttft, gaps, e2e)
+
+    async def prometheus(self, request):
+        return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
 
 
 # ---------------------------------------------------------------- helpers for the pytest side
@@ -387,13 +404,22 @@ def main(argv=None):
     ap.add_argument("--no-think-toggle", action="store_true")
     ap.add_argument("--numerals", action="store_true")
     ap.add_argument("--strict-fields", action="store_true")
+    ap.add_argument("--metrics", action="store_true")
+    ap.add_argument("--metrics-skew", type=float, default=1.0)
+    ap.add_argument("--metrics-prefix", default="sglang:", choices=["sglang:", "sglang_"])
     a = ap.parse_args(argv)
     fake = Fake(a)
+    if a.metrics:
+        sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+        from sglang_metrics import SglangMetrics  # pylint: disable=import-outside-toplevel
+        fake.metrics = SglangMetrics(a.model, a.metrics_prefix, a.metrics_skew)
     app = web.Application(client_max_size=16 << 20)
     app.router.add_get("/v1/models", fake.models)
     app.router.add_get("/health", fake.health)
     app.router.add_post("/v1/completions", fake.completions)
     app.router.add_post("/v1/chat/completions", fake.chat)
+    if fake.metrics is not None:
+        app.router.add_get("/metrics", fake.prometheus)
 
     async def start():
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True)

@@ -1,0 +1,33 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import alert_thresholds
+from ansible_collections.gpuhost.sglang.plugins.module_utils.monitoring import targets
+
+
+def monitoring_thresholds(baseline_dir, factor=1.5):
+    try:
+        return alert_thresholds.from_dir(baseline_dir, float(factor))
+    except (alert_thresholds.ThresholdError, ValueError, TypeError) as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def monitoring_scrape_jobs(serving_hosts, hostvars, engine_port=30000, node_port=9100, dcgm_port=9400, metrics=True,
+                           routers=None, extra=None):
+    try:
+        return targets.scrape_jobs(list(serving_hosts), dict((h, hostvars[h]) for h in hostvars), engine_port,
+                                   node_port, dcgm_port, metrics, routers, extra)
+    except targets.TargetError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"monitoring_thresholds": monitoring_thresholds, "monitoring_scrape_jobs": monitoring_scrape_jobs}

@@ -1,0 +1,160 @@
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""roles/monitoring rules: rendered from the role's defaults and a stored baseline, checked and tested with the
+REAL promtool (Debian's prometheus package, unpacked by tests/fixtures/monitoring-apt-repo.sh): every alert has a
+firing and a not-firing case, the recording rules accept both SGLang prefixes."""
+import os
+import subprocess
+
+import jinja2
+import pytest
+import yaml
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import alert_thresholds
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# promtool comes from the fixture cache of the checkout (stage 20), also when this file runs from a copy
+CACHE = os.path.join(os.environ.get("GPUHOST_ROOT") or ROOT, ".cache")
+PROMTOOL = os.path.join(CACHE, "monitoring-apt-repo", "root", "usr", "bin", "promtool")
+TEMPLATE = os.path.join(ROOT, "roles", "monitoring", "templates", "gpuhost-rules.yml.j2")
+
+BASELINE = {"key": "k1", "fingerprint": {"host": "gpu1"}, "updated": "2026-12-01T00:00:00Z",
+            "levels": {"1": {"metrics": {"ttft_ms.p99": {"median": 80.0}, "itl_ms.p99": {"median": 10.0}}},
+                       "16": {"metrics": {"ttft_ms.p99": {"median": 200.0}, "itl_ms.p99": {"median": 20.0}}}}}
+
+
+def render(tmp_path):
+    defaults = yaml.safe_load(open(os.path.join(ROOT, "roles", "monitoring", "defaults", "main.yml")))
+    defaults["monitoring_latency_thresholds"] = alert_thresholds.from_docs([BASELINE], 1.5)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.dirname(TEMPLATE)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=False)
+    text = env.get_template(os.path.basename(TEMPLATE)).render(**defaults)
+    path = tmp_path / "gpuhost-rules.yml"
+    path.write_text(text)
+    return path, defaults
+
+
+def promtool(*args):
+    assert os.access(PROMTOOL, os.X_OK), "promtool missing: run tests/fixtures/monitoring-apt-repo.sh (stage 20)"
+    return subprocess.run([PROMTOOL] + list(args), capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_thresholds_from_the_baseline():
+    t = alert_thresholds.from_docs([BASELINE], 1.5)
+    assert t == {"gpu1": {"baseline_key": "k1", "factor": 1.5, "ttft_p99_s": 0.3, "itl_p99_s": 0.03}}
+    with pytest.raises(alert_thresholds.ThresholdError, match="monitoring_latency_factor is 0.5"):
+        alert_thresholds.from_docs([BASELINE], 0.5)
+
+
+def hist(name, host, le_rates, minutes=15):
+    """Cumulative histogram buckets growing linearly: le -> per-minute increase."""
+    out = []
+    for le, per_min in le_rates:
+        out.append({"series": '%s_bucket{host="%s",model_name="m",le="%s"}' % (name, host, le),
+                    "values": "0+%sx%d" % (per_min, minutes)})
+    return out
+
+
+def cases():
+    g1 = 'host="gpu1",gpu="0",UUID="GPU-1"'
+    c = []
+    # server down: fires after `for` (1m), not while up
+    c.append(("SglangServerDown", [{"series": 'up{job="sglang",host="a"}', "values": "1 1 0 0 0 0"},
+                                   {"series": 'up{job="sglang",host="b"}', "values": "1 1 1 1 1 1"}],
+              "4m", [{"exp_labels": {"severity": "critical", "job": "sglang", "host": "a"},
+                      "exp_annotations": {"summary": "SGLang on a does not answer /metrics"}}]))
+    c.append(("SglangServerDown", [{"series": 'up{job="sglang",host="a"}', "values": "1 1 1 0 0 0"}], "3m", []))
+    # error rate 10% (5xx) on the sglang_ prefix -> fires; 1% -> not
+    for ratio, exp in ((10, True), (1, False)):
+        series = [{"series": 'sglang_http_responses_total{host="a",status_code="200",endpoint="/v1/completions",method="POST"}',
+                   "values": "0+%dx20" % (100 - ratio)},
+                  {"series": 'sglang_http_responses_total{host="a",status_code="500",endpoint="/v1/completions",method="POST"}',
+                   "values": "0+%dx20" % ratio}]
+        c.append(("SglangHighErrorRate", series, "15m",
+                  [{"exp_labels": {"severity": "warning", "host": "a"},
+                    "exp_annotations": {"summary": "a: 10% of HTTP responses are 5xx"}}] if exp else []))
+    # TTFT p99 above 1.5x baseline (0.3 s): all first tokens in (0.4, 0.8] -> fires; all in (0.1, 0.2] -> not
+    for le_hit, exp in (("0.8", True), ("0.2", False)):
+        buckets = [("0.1", 0), ("0.2", 10 if le_hit == "0.2" else 0), ("0.4", 10 if le_hit == "0.2" else 0),
+                   ("0.8", 10), ("+Inf", 10)]
+        c.append(("SglangTTFTAboveBaseline", hist("sglang:time_to_first_token_seconds", "gpu1", buckets), "12m",
+                  [{"exp_labels": {"severity": "warning", "baseline": "k1", "host": "gpu1", "model_name": "m"},
+                    "exp_annotations": {"summary": "gpu1: p99 TTFT 796ms above 1.5x its benchmark baseline (0.3 s)"}}]
+                  if exp else []))
+    for le_hit, exp in (("0.06", True), ("0.02", False)):
+        buckets = [("0.01", 0), ("0.02", 10 if le_hit == "0.02" else 0), ("0.04", 10 if le_hit == "0.02" else 0),
+                   ("0.06", 10), ("+Inf", 10)]
+        c.append(("SglangITLAboveBaseline", hist("sglang_inter_token_latency_seconds", "gpu1", buckets), "12m",
+                  [{"exp_labels": {"severity": "warning", "baseline": "k1", "host": "gpu1", "model_name": "m"},
+                    "exp_annotations": {"summary": "gpu1: p99 inter-token latency 59.8ms above 1.5x its benchmark "
+                                                   "baseline (0.03 s)"}}] if exp else []))
+    # queue: growing past 10 -> fires; high but flat -> not
+    c.append(("SglangQueueGrowing", [{"series": 'sglang:num_queue_reqs{host="a",model_name="m"}', "values": "0+5x20"}],
+              "15m", [{"exp_labels": {"severity": "warning", "host": "a", "model_name": "m"},
+                       "exp_annotations": {"summary": "a: 75 requests queued and the queue keeps growing"}}]))
+    c.append(("SglangQueueGrowing", [{"series": 'sglang:num_queue_reqs{host="a",model_name="m"}', "values": "50x20"}],
+              "15m", []))
+    # KV full AND retracting -> fires; full without retractions -> not
+    for retract, exp in (("0+3x20", True), ("0x20", False)):
+        c.append(("SglangKVCacheFullRetracting",
+                  [{"series": 'sglang:token_usage{host="a",model_name="m",tp_rank="0"}', "values": "0.98x20"},
+                   {"series": 'sglang:num_retracted_requests_total{host="a",model_name="m"}', "values": retract}],
+                  "15m", [{"exp_labels": {"severity": "warning", "host": "a", "model_name": "m"},
+                           "exp_annotations": {"summary": "a: KV cache token usage above 0.95 and requests are being "
+                                                          "retracted"}}] if exp else []))
+    for aborted, exp in (("0+6x20", True), ("7x20", False)):
+        c.append(("SglangAbortedRequests",
+                  [{"series": 'sglang_num_aborted_requests_total{host="a",model_name="m"}', "values": aborted}],
+                  "15m", [{"exp_labels": {"severity": "warning", "host": "a", "model_name": "m"},
+                           "exp_annotations": {"summary": "a: requests are being aborted (0.1/s)"}}] if exp else []))
+    for xid, exp in (("0 0 79 79", True), ("0 0 0 0", False)):
+        c.append(("GpuXidError", [{"series": "DCGM_FI_DEV_XID_ERRORS{%s,job=\"dcgm\"}" % g1, "values": xid}], "3m",
+                  [{"exp_labels": {"severity": "critical", "host": "gpu1", "gpu": "0", "UUID": "GPU-1"},
+                    "exp_annotations": {"summary": "gpu1 GPU 0: XID error 79"}}] if exp else []))
+    for val, exp in (("0 1 1", True), ("0 0 0", False)):
+        c.append(("GpuRowRemapFailure", [{"series": "DCGM_FI_DEV_ROW_REMAP_FAILURE{%s}" % g1, "values": val}], "2m",
+                  [{"exp_labels": {"severity": "critical", "host": "gpu1", "gpu": "0", "UUID": "GPU-1"},
+                    "exp_annotations": {"summary": "gpu1 GPU 0: row remapping failed (replace or reset the GPU)"}}]
+                  if exp else []))
+    # 0x40 HW thermal + 0x1 idle = 65 -> fires with value 64; 0x10 sync boost + 0x1 idle + 0x2 app clocks -> not
+    for val, exp in (("65x20", True), ("19x20", False)):
+        c.append(("GpuThrottling", [{"series": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{%s}" % g1, "values": val}], "10m",
+                  [{"exp_labels": {"severity": "warning", "host": "gpu1", "gpu": "0", "UUID": "GPU-1"},
+                    "exp_annotations": {"summary": "gpu1 GPU 0: thermal or power throttling (clocks event reasons 64)"}}]
+                  if exp else []))
+    return c
+
+
+def recording_cases():
+    # both prefixes land in one recorded series per host
+    series = [{"series": 'sglang:generation_tokens_total{host="a",model_name="m"}', "values": "0+600x10"},
+              {"series": 'sglang_generation_tokens_total{host="b",model_name="m"}', "values": "0+1200x10"}]
+    return [{"interval": "1m", "input_series": series, "promql_expr_test": [
+        {"expr": "gpuhost:sglang_generation_tokens:rate1m", "eval_time": "5m",
+         "exp_samples": [{"labels": 'gpuhost:sglang_generation_tokens:rate1m{host="a",model_name="m"}', "value": 10},
+                         {"labels": 'gpuhost:sglang_generation_tokens:rate1m{host="b",model_name="m"}', "value": 20}]}]}]
+
+
+def test_promtool_check_and_test_rules(tmp_path):
+    rules, dummy = render(tmp_path)
+    check = promtool("check", "rules", str(rules))
+    assert check.returncode == 0, check.stdout + check.stderr
+    doc = yaml.safe_load(rules.read_text())
+    alerts = sorted(set(r["alert"] for g in doc["groups"] for r in g["rules"] if "alert" in r))
+    tests = []
+    covered = {}
+    for name, series, at, exp in cases():
+        covered.setdefault(name, set()).add(bool(exp))
+        tests.append({"interval": "1m", "input_series": series,
+                      "alert_rule_test": [{"eval_time": at, "alertname": name, "exp_alerts": exp}]})
+    tests += recording_cases()
+    # every alert is tested firing and not firing
+    assert {a: covered.get(a) for a in alerts} == {a: {True, False} for a in alerts}
+    spec = tmp_path / "rules.test.yml"
+    spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}))
+    res = promtool("test", "rules", str(spec))
+    print(check.stdout.strip())
+    print("%d alert rules, %d test groups (%d alert cases, %d recording cases)" % (
+        len(alerts), len(tests), len(cases()), len(recording_cases())))
+    print(res.stdout.strip())
+    assert res.returncode == 0, res.stdout + res.stderr
