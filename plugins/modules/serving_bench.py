@@ -26,7 +26,8 @@ description:
     gets O(probe_think_tokens) more once; one that still has no answer fails with class C(no_answer)."
   - "Regression gate: with O(baseline_dir), each concurrency level is compared with the stored baseline of the
     same O(fingerprint) and workload. A metric fails when it is worse than the baseline median by more than
-    max(O(tolerance), measured noise). The first run records the baseline; only O(update_baseline=true)
+    min(max(O(tolerance), O(noise_factor) x measured noise), O(max_threshold)) (docs/bench.md states the rule).
+    Duplicate concurrency levels are refused. The first run records the baseline; only O(update_baseline=true)
     replaces one, and the replaced baseline is archived and logged."
   - "Faults are classified and counted per request: C(connection_refused), C(connect_error), C(connect_timeout),
     C(http_4xx), C(http_429), C(http_5xx), C(model_not_found), C(disconnected), C(stalled), C(timeout),
@@ -198,7 +199,7 @@ options:
     type: int
     default: 1
   tolerance:
-    description: Relative regression tolerance (0.1 = 10%); the effective threshold is max(tolerance, noise).
+    description: Smallest relative regression threshold (0.1 = 10%); see O(noise_factor) for the whole rule.
     type: float
     default: 0.1
   min_abs_ms:
@@ -206,6 +207,30 @@ options:
       On client-bound levels the floor is raised to twice the client's lag p99.
     type: float
     default: 1.0
+  min_duration_s:
+    description:
+      - "Shortest measured trial of a level, in seconds. A first trial that ends sooner is a calibration run (kept
+        in C(sizing), not gated): the level is resized from its measured rate and run again. 0 disables it."
+      - The default comes from the sandbox measurements in docs/bench.md ("Choosing the defaults").
+    type: float
+    default: 5.0
+  min_requests:
+    description: Fewest requests per level and trial (raises O(num_prompts) and the 2 x concurrency default).
+    type: int
+    default: 32
+  noise_factor:
+    description:
+      - "Multiple of the measured noise a metric may move before it is a regression: the threshold of a metric is
+        min(max(O(tolerance), O(noise_factor) x noise), O(max_threshold)), noise = the larger of the baseline's
+        stored spread and this run's (trial half-range, or the within-trial standard error)."
+    type: float
+    default: 3.0
+  max_threshold:
+    description:
+      - Largest threshold the noise may widen a metric to (0.4 = 40%), so a 2x slowdown (throughput -50%, TPOT
+        +100%) always fails. A check cut to it is marked C(noise_limited).
+    type: float
+    default: 0.4
   gate_metrics:
     description: Metrics the regression gate compares.
     type: list
@@ -293,7 +318,7 @@ results:
       description: (prompt + output tokens) per second.
       type: float
     peak_output_throughput:
-      description: Largest 1-second bucket of output tokens.
+      description: Largest full 1-second bucket of output tokens, never below the level's average.
       type: float
     achieved_concurrency:
       description: Sum of request E2E over duration.
@@ -407,6 +432,10 @@ def argument_spec():
         trials=dict(type="int", default=1),
         tolerance=dict(type="float", default=0.1),
         min_abs_ms=dict(type="float", default=1.0),
+        min_duration_s=dict(type="float", default=5.0),
+        min_requests=dict(type="int", default=32),
+        noise_factor=dict(type="float", default=3.0),
+        max_threshold=dict(type="float", default=0.4),
         gate_metrics=dict(type="list", elements="str", choices=sorted(bench_metrics.GATE_METRICS),
                           default=["output_throughput", "ttft_ms.p50", "tpot_ms.p50"]),
         fingerprint=dict(type="dict", default={}),

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import os
 import threading
 import time
@@ -29,6 +30,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import cohere
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.probes import DEFAULT_PROBES
 
 MAX_CONCURRENCY = 100000
+MAX_RESIZE = 100.0  # a calibration trial grows a level at most 100x
 
 
 class BenchFailure(Exception):
@@ -64,7 +66,12 @@ def parse_concurrency(value):
         out.append(n)
     if not out:
         raise ValueError("concurrency must be %s, got an empty value" % allowed)
-    return sorted(set(out))
+    dups = sorted(set(n for n in out if out.count(n) > 1))
+    if dups:
+        # each level is measured once per run; trials are how a level is repeated (issue 11: 8,8 failed against itself)
+        raise ValueError("concurrency=%r has duplicate levels: %s (each level runs once per run; use trials to "
+                         "repeat one)" % (value, ", ".join(str(n) for n in dups)))
+    return sorted(out)
 
 
 def validate(p):
@@ -87,6 +94,10 @@ def validate(p):
     for name in ("timeout", "stall_timeout", "client_lag_threshold_ms"):
         need(name, p[name] > 0, "a number > 0")
     need("min_abs_ms", p["min_abs_ms"] >= 0, "a number >= 0")
+    need("min_duration_s", p["min_duration_s"] >= 0, "a number of seconds >= 0 (0 = no minimum)")
+    need("min_requests", p["min_requests"] >= 1, "an int >= 1")
+    need("noise_factor", p["noise_factor"] >= 0, "a number >= 0 (0 = tolerance only)")
+    need("max_threshold", 0.0 < p["max_threshold"] <= 10.0, "a number in (0, 10] (0.4 = 40%)")
     need("temperature", p["temperature"] >= 0, "a number >= 0")
     url = p["base_url"] or ""
     need("base_url", url.startswith("http://") or url.startswith("https://"), "an http:// or https:// URL")
@@ -97,6 +108,59 @@ def validate(p):
                         "and/or 'question' (optional 'name')" % i)
     if p["mode"] == "report" and not (p["report_dir"] and p["run_id"]):
         errs.append("mode=report needs report_dir and run_id")
+    return errs
+
+
+# One socket (one file descriptor, one local port towards the server) per stream, plus the interpreter's own
+# files, the shard pipes and aiohttp's resolver: 64 is the headroom (unverified, measured: a c=1 run holds ~20).
+FD_HEADROOM = 64
+
+
+def open_file_limit(want):
+    """(soft, hard) RLIMIT_NOFILE after raising the soft limit towards ``want`` (never above hard)."""
+    try:
+        import resource  # pylint: disable=import-outside-toplevel
+    except ImportError:  # pragma: no cover - not on Linux
+        return None, None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    inf = resource.RLIM_INFINITY
+    return (None if soft == inf else soft), (None if hard == inf else hard)
+
+
+def ephemeral_ports(path="/proc/sys/net/ipv4/ip_local_port_range"):
+    """(low, high) of the local port range the kernel picks client ports from (Linux), or None."""
+    try:
+        with open(path) as f:
+            lo, hi = [int(x) for x in f.read().split()[:2]]
+        return lo, hi
+    except (OSError, ValueError):
+        return None
+
+
+def capacity_errors(levels):
+    """Concurrency the controller cannot open, refused before any request (names the limit and how to raise it)."""
+    errs = []
+    top = max(levels)
+    want = top + FD_HEADROOM
+    soft, hard = open_file_limit(want)
+    if soft is not None and soft < want:
+        errs.append("concurrency=%d needs about %d open files (one socket per stream + %d) but the file-descriptor "
+                    "limit (RLIMIT_NOFILE) is %d (hard limit %s): raise it (ulimit -n, LimitNOFILE=, "
+                    "/etc/security/limits.conf) or lower concurrency" % (top, want, FD_HEADROOM, soft, hard))
+    ports = ephemeral_ports()
+    if ports is not None:
+        n = ports[1] - ports[0] + 1
+        if top > n:
+            errs.append("concurrency=%d needs %d local ports towards one server but net.ipv4.ip_local_port_range "
+                        "%d-%d gives %d ports: widen the range (sysctl) or lower concurrency" % (
+                            top, top, ports[0], ports[1], n))
     return errs
 
 
@@ -244,6 +308,7 @@ class BenchRun(object):
         self.prompts = []
         self.prompt_tokens = []
         self.count_tokens = None
+        self.tokenizer = None
         self.use_eos = False
         self.concurrency = []
 
@@ -256,6 +321,8 @@ class BenchRun(object):
             self.concurrency = parse_concurrency(self.p["concurrency"])
         except ValueError as e:
             errs.append(str(e))
+        if not errs and self.p["mode"] == "run" and not self.p["probes_only"]:
+            errs += capacity_errors(self.concurrency)
         if errs:
             self.out["failure_class"] = "invalid_input"
             return Result(self.out, True, "invalid input: " + "; ".join(errs))
@@ -408,18 +475,26 @@ class BenchRun(object):
                          "dataset": os.path.basename(p["dataset"]) if p["dataset"] else None,
                          "tokenizer": bool(p["tokenizer"])}
         self.key = bench_store.fingerprint_key(p["fingerprint"], self.workload)
-        maxn = max(self.requests_for(c) for c in self.concurrency)
+        self.tokenizer = tok
+        self.ensure_prompts(max(self.requests_for(c) for c in self.concurrency))
+
+    def ensure_prompts(self, n):
+        """At least ``n`` distinct prompts (random prompts are regenerated: the same seed gives the same first
+        ones); a dataset shorter than ``n`` is cycled."""
+        p, tok = self.p, self.tokenizer
+        if len(self.prompts) >= n or (self.prompts and p["dataset"]):
+            return
         if p["dataset"]:
             try:
-                self.prompts, dummy = bench_workload.load_dataset(p["dataset"], maxn, p["seed"])
+                self.prompts, dummy = bench_workload.load_dataset(p["dataset"], n, p["seed"])
             except ValueError as e:
                 raise BenchFailure("invalid_input", "dataset: %s" % e)
             self.prompt_tokens = [tok.count(x) if tok else None for x in self.prompts]
         else:
-            self.prompts, self.prompt_tokens = bench_workload.random_prompts(maxn, p["input_len"], p["seed"], tok)
+            self.prompts, self.prompt_tokens = bench_workload.random_prompts(n, p["input_len"], p["seed"], tok)
 
     def requests_for(self, conc):
-        return self.p["num_prompts"] or max(2 * conc, 8)
+        return max(self.p["num_prompts"] or max(2 * conc, 8), self.p["min_requests"])
 
     def _one(self, body):
         p = self.p
@@ -465,28 +540,48 @@ class BenchRun(object):
             raise BenchFailure(werr[0]["error"], "warmup failed: %s" % (werr[0].get("detail") or werr[0]["error"]))
 
     def measure(self, conc):
-        """All trials of one level; a trial that fails its checks ends the run (its result is kept)."""
+        """All trials of one level; a trial that fails its checks ends the run (its result is kept). A first trial
+        shorter than min_duration_s is a calibration: the level is resized from its rate and measured again."""
+        p = self.p
         n = self.requests_for(conc)
-        bodies = self.bodies(n)
+        sizing = {"min_duration_s": p["min_duration_s"], "min_requests": p["min_requests"],
+                  "calibration_requests": None, "calibration_duration_s": None}
         trial_results = []
-        for t in range(self.p["trials"]):
-            res = self.measure_trial(bodies, self.prompt_tokens[:n], conc, t)
+        for t in range(p["trials"]):
+            res = self.checked_trial(conc, n, t)
+            if t == 0 and res["duration_s"] < p["min_duration_s"]:
+                sizing["calibration_requests"] = n
+                sizing["calibration_duration_s"] = res["duration_s"]
+                scale = p["min_duration_s"] / max(res["duration_s"], 1e-3) * 1.15
+                n = int(math.ceil(n * min(scale, MAX_RESIZE)))
+                self.progress("c=%d: %d requests took %.2f s < min_duration_s %.1f s: measuring again with %d" % (
+                    conc, sizing["calibration_requests"], res["duration_s"], p["min_duration_s"], n))
+                res = self.checked_trial(conc, n, t)
             trial_results.append(res)
-            fails = level_failures(res, self.p)
-            if fails:
-                res["passed"] = False
-                res["regression"] = {"status": "not_checked"}
-                res["ignore_eos"] = self.use_eos
-                self.levels[str(conc)] = res
-                self.append_history(res, False)
-                cls, msg = fails[0]
-                raise BenchFailure(cls, msg + ("" if len(fails) == 1 else " (also: %s)" % "; ".join(
-                    "%s: %s" % f for f in fails[1:])))
         agg = bench_metrics.aggregate_trials(trial_results)
         ordered = sorted(trial_results, key=lambda r: r["output_throughput"])
         res = dict(ordered[len(ordered) // 2])
-        res["trials"] = {"n": self.p["trials"], "metrics": agg}
+        res["trials"] = {"n": p["trials"], "metrics": agg}
         res["ignore_eos"] = self.use_eos
+        sizing["requests"] = n
+        sizing["short"] = res["duration_s"] < p["min_duration_s"]
+        res["sizing"] = sizing
+        return res
+
+    def checked_trial(self, conc, n, t):
+        self.ensure_prompts(n)
+        res = self.measure_trial(self.bodies(n), [self.prompt_tokens[i % len(self.prompt_tokens)] for i in range(n)],
+                                 conc, t)
+        fails = level_failures(res, self.p)
+        if fails:
+            res["passed"] = False
+            res["regression"] = {"status": "not_checked"}
+            res["ignore_eos"] = self.use_eos
+            self.levels[str(conc)] = res
+            self.append_history(res, False)
+            cls, msg = fails[0]
+            raise BenchFailure(cls, msg + ("" if len(fails) == 1 else " (also: %s)" % "; ".join(
+                "%s: %s" % f for f in fails[1:])))
         return res
 
     def measure_trial(self, bodies, prompt_tokens, conc, trial):
@@ -500,6 +595,7 @@ class BenchRun(object):
                 stall_timeout=p["stall_timeout"], api_key=p["api_key"], count_tokens=self.count_tokens,
                 prompt_tokens=prompt_tokens, checks=tuple(p["load_checks"]))
         res = bench_metrics.compute(recs, conc)
+        res["sampling_noise"] = bench_metrics.sampling_noise(recs, conc)
         client, bound, reason = self.client.client_verdict(stats, p["client_cpu_threshold"],
                                                            p["client_lag_threshold_ms"])
         res.update(client=client, client_bound=bound, client_bound_reason=reason)
@@ -517,6 +613,14 @@ class BenchRun(object):
         res["token_accounting"] = token_accounting(recs, self.count_tokens)
         res["num_prompts"] = len(bodies)
         res["trial"] = trial + 1
+        res["measured_tokens"] = mean_tokens(recs)
+        if res["token_accounting"]["impossible_usage"]:
+            msg = ("c=%d: %d responses reported more completion tokens than bytes of streamed text (impossible); "
+                   "their %s counts were used for throughput instead" % (
+                       conc, res["token_accounting"]["impossible_usage"],
+                       "tokenizer" if self.count_tokens else "chunk"))
+            if msg not in self.warnings:
+                self.warnings.append(msg)
         self.progress("%s done: %.1f output tok/s, TTFT p50 %s ms, TPOT p50 %s ms, errors %s, incoherent %d%s" % (
             label, res["output_throughput"], res["ttft_ms"]["p50"], res["tpot_ms"]["p50"], res["errors"] or 0,
             res["incoherent"], ", CLIENT-BOUND (%s)" % reason if bound else ""))
@@ -536,7 +640,9 @@ class BenchRun(object):
                 floor = max(floor, 2.0 * (res["client"].get("max_lag_p99_ms") or 0.0))
                 reg["note"] = "client-bound level: latency changes below %.1f ms (2 x client lag p99) ignored" % floor
             if base_level is not None:
-                reg["checks"] = bench_store.compare(agg, base_level, list(p["gate_metrics"]), p["tolerance"], floor)
+                reg["checks"] = bench_store.compare(agg, base_level, list(p["gate_metrics"]), p["tolerance"], floor,
+                                                    noise_factor=p["noise_factor"],
+                                                    max_threshold=p["max_threshold"])
                 reg["status"] = "compared"
                 reg["passed"] = all(c["passed"] for c in reg["checks"])
                 reg["baseline_run_id"] = base_level.get("run_id")
@@ -660,7 +766,16 @@ def token_accounting(recs, count_tokens):
         acc["tokenizer_vs_usage_abs_diff"] = diff
         acc["tokenizer_vs_usage_rel"] = round(float(diff) / max(1, sum(a for a, dummy in pairs)), 4)
         acc["tokenizer_mismatched_requests"] = len([1 for a, b in pairs if a != b])
+    acc["impossible_usage"] = len([1 for r in usage if bench_metrics.impossible_usage(r)])
     chunks = sum(r.get("chunks", 0) for r in usage)
     if usage:
         acc["chunks_vs_usage"] = round(float(chunks) / max(1, sum(r["output_tokens"] for r in usage)), 4)
     return acc
+
+
+def mean_tokens(recs):
+    """Mean prompt and output tokens of the completed requests, as the server (or the fallback) counted them."""
+    ok = [r for r in recs if r.get("ok")]
+    prompt = [r["prompt_tokens"] for r in ok if r.get("prompt_tokens") is not None]
+    return {"prompt": round(sum(prompt) / float(len(prompt)), 1) if prompt else None,
+            "output": round(sum(bench_metrics.usable_tokens(r) for r in ok) / float(len(ok)), 1) if ok else None}

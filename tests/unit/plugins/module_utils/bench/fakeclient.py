@@ -70,7 +70,7 @@ class FakeClient(object):
                "chunks": n, "prompt_tokens": 16, "output_tokens": self.usage_tokens or n, "usage": True,
                "token_source": "usage", "coherent": True, "flags": [], "text": text if keep_text else None,
                "logprobs": [-0.5] * n if b.get("logprobs") else [], "tokenizer_tokens": None,
-               "finish_reason": "length", "text_chars": len(text)}
+               "finish_reason": "length", "text_bytes": len(text.encode("utf-8"))}
         if keep_text:
             rec["content"] = text
             rec["reasoning"] = None
