@@ -392,7 +392,8 @@ files:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import metrics as bench_metrics
-from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.runner import BenchRun, parse_concurrency  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.inputs import parse_concurrency  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.runner import BenchRun
 
 
 def argument_spec():

@@ -180,21 +180,21 @@ NOISE_GROUPS = 5
 
 
 def sampling_noise(records, concurrency=None, groups=NOISE_GROUPS):
-    """Relative standard error of each gate metric within one trial: the level's requests are dealt round-robin
-    (in send order) into ``groups`` subsets that each span the whole level, every metric is computed per subset,
-    and SE = stdev(subset values) / sqrt(groups) / |whole-level value|. Fewer than 2 requests per group: {}."""
+    """Relative standard error of each gate metric within one trial, from ``groups`` consecutive blocks of the
+    level's requests in send order (so a load change on the machine during the level shows, not only sampling
+    noise): every metric is computed per block, SE = stdev(block values) / sqrt(groups) / |mean of the blocks|.
+    Fewer than 2 requests per block: {} (no estimate)."""
     recs = sorted((r for r in records if r.get("start") is not None), key=lambda r: r["start"])
-    if len(recs) < 2 * groups:
+    size = len(recs) // groups
+    if size < 2:
         return {}
-    whole = compute(recs, concurrency)
-    subs = [compute(recs[i::groups], concurrency) for i in range(groups)]
+    subs = [compute(recs[i * size:(i + 1) * size], concurrency) for i in range(groups)]
     out = {}
     for name in GATE_METRICS:
-        w = get_metric(whole, name)
         vals = [get_metric(r, name) for r in subs]
-        if not w or any(v is None for v in vals):
+        if any(v is None for v in vals) or not statistics.mean(vals):
             continue
-        out[name] = round(statistics.stdev(vals) / math.sqrt(groups) / abs(w), 4)
+        out[name] = round(statistics.stdev(vals) / math.sqrt(groups) / abs(statistics.mean(vals)), 4)
     return out
 
 

@@ -94,3 +94,13 @@ def test_impossible_usage_count_is_flagged_and_not_used_for_throughput():
     r = bm.compute([good, bad], 2)
     assert r["impossible_usage"] == 1
     assert r["output_tokens"] == 10 + 5  # the bad request counts its chunks, not the impossible usage
+
+
+def test_sampling_noise_sees_a_load_change_during_the_level_and_none_when_steady():
+    steady = [rec(0.1 * i, 0.1, 0.01, 20) for i in range(40)]
+    drift = [rec(0.1 * i, 0.1, 0.01 * (1 + i / 20.0), 20) for i in range(40)]  # TPOT grows 3x over the level
+    quiet = bm.sampling_noise(steady, 4)
+    noisy = bm.sampling_noise(drift, 4)
+    assert quiet["tpot_ms.p50"] == pytest.approx(0.0, abs=1e-6)
+    assert noisy["tpot_ms.p50"] > 0.1 and noisy["ttft_ms.p50"] == pytest.approx(0.0, abs=1e-6)
+    assert bm.sampling_noise(steady[:9], 4) == {}  # fewer than 2 requests per block: no estimate

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import inputs as bench_inputs
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import runner
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 from ansible_collections.gpuhost.sglang.plugins.modules import serving_bench as sb
@@ -126,7 +127,7 @@ def test_duplicate_concurrency_levels_are_refused_naming_the_variable(tmp_path):
 
 def test_concurrency_above_the_file_descriptor_limit_is_refused_up_front(tmp_path, monkeypatch):
     # issue 11 item 6: each stream holds one socket; past RLIMIT_NOFILE the client dies mid-level (EMFILE)
-    monkeypatch.setattr(runner, "open_file_limit", lambda want: (256, 256))
+    monkeypatch.setattr(bench_inputs, "open_file_limit", lambda want: (256, 256))
     client = FakeClient()
     res = run(params(tmp_path, concurrency="1,1024"), client)
     assert res.failed and res.out["failure_class"] == "invalid_input"
@@ -135,7 +136,7 @@ def test_concurrency_above_the_file_descriptor_limit_is_refused_up_front(tmp_pat
 
 
 def test_concurrency_above_the_ephemeral_port_range_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "ephemeral_ports", lambda: (60000, 60999))
+    monkeypatch.setattr(bench_inputs, "ephemeral_ports", lambda: (60000, 60999))
     res = run(params(tmp_path, concurrency=2048), FakeClient())
     assert res.failed and "net.ipv4.ip_local_port_range 60000-60999 gives 1000 ports" in res.msg
 
