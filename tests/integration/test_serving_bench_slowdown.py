@@ -2,7 +2,7 @@
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The regression gate with its defaults against a real engine on the sandbox host (stage 50): an unchanged rerun
-passes, and the engine slowed 2x for real fails naming the metric (issue 11 item 1).
+records a baseline, and the engine slowed ~2x for real then fails naming the metric (issue 11 item 1).
 
 The slowdown: the engine process is stopped and continued on a 50% duty cycle (SIGSTOP 20 ms / SIGCONT 20 ms) from
 a loop on the host; CPUQuota= is ignored on the test hosts' hybrid cgroups (docs: /work/shared/notes/test-hosts.md,
@@ -43,15 +43,19 @@ signal.signal(signal.SIGTERM, stop)
 open("/run/gpuhost-bench-slowdown.pid", "w").write(str(os.getpid()))
 print("duty cycle on", pids, flush=True)
 deadline = time.monotonic() + float(sys.argv[1])
+stop_s, run_s = float(sys.argv[2]) / 1000.0, float(sys.argv[3]) / 1000.0
+stops = 0
 try:
     while state["run"] and time.monotonic() < deadline:
         for p in pids:
             os.kill(p, signal.SIGSTOP)
-        time.sleep(0.02)
+        time.sleep(stop_s)
         for p in pids:
             os.kill(p, signal.SIGCONT)
-        time.sleep(0.02)
+        stops += 1
+        time.sleep(run_s)
 finally:
+    print("stopped", stops, "times", flush=True)
     for p in pids:
         os.kill(p, signal.SIGCONT)
     os.unlink("/run/gpuhost-bench-slowdown.pid")
@@ -61,13 +65,18 @@ finally:
 class Slowdown(object):
     """2x slower engine while the block runs (the loop lives on the host; at most ``limit_s``)."""
 
-    def __init__(self, limit_s=120):
+    def __init__(self, stop_ms, run_ms, limit_s=120):
+        self.stop_ms = stop_ms
+        self.run_ms = run_ms
         self.limit_s = limit_s
         self.proc = None
 
     def __enter__(self):
-        self.proc = subprocess.Popen(SSH + ["python3", "-c", DUTY, str(self.limit_s)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        # the script goes over stdin: ssh joins its arguments into one remote shell line
+        self.proc = subprocess.Popen(SSH + ["python3", "-", str(self.limit_s), str(self.stop_ms), str(self.run_ms)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc.stdin.write(DUTY)
+        self.proc.stdin.close()
         line = self.proc.stdout.readline()
         assert line.startswith("duty cycle on"), line
         return self
@@ -78,8 +87,11 @@ class Slowdown(object):
         return False
 
 
-def test_defaults_pass_unchanged_and_fail_a_2x_slower_engine(tmp_path):
-    args = dict(base_url="http://%s:30000" % HOST, concurrency=4, input_len=64, output_len=64, run_probes=False,
+def test_defaults_fail_a_2x_slower_engine_naming_the_metric(tmp_path):
+    # a small workload at bench.yml's default concurrency; the sandbox's load checks (the tiny model loops on random
+    # prompts: inventories/sandbox/group_vars/sglang_servers.yml bench_load_checks)
+    args = dict(base_url="http://%s:30000" % HOST, concurrency=16, input_len=16, output_len=16, run_probes=False,
+                load_checks=["empty", "replacement_chars", "control_chars", "script_soup"],
                 plots=False, baseline_dir=str(tmp_path / "base"), report_dir=str(tmp_path / "rep"),
                 fingerprint={"host": HOST, "test": "slowdown"},
                 # the module defaults, not the fixtures' sizing (fakeserver.run_module turns them off)
@@ -87,13 +99,12 @@ def test_defaults_pass_unchanged_and_fail_a_2x_slower_engine(tmp_path):
     first, dummy = run_module(tmp_path, **args)
     assert not first.get("failed"), first.get("msg")
     assert first["results"][0]["regression"]["status"] == "recorded"
-    again, dummy = run_module(tmp_path, **args)
-    assert not again.get("failed"), again.get("msg")
+    # (unchanged reruns passing: the 10-run series in the issue's closing note; not repeated here for CI time)
     t0 = time.monotonic()
-    with Slowdown():
+    with Slowdown(250, 250):  # long periods: CFS gives a short-stopped task its time back (measured: 20/20 ms did nothing under load)
         slow, dummy = run_module(tmp_path, **args)
     assert slow.get("failed") and slow["failure_class"] == "regression", slow.get("msg")
     assert "tpot_ms.p50 baseline" in slow["msg"], slow["msg"]
     check = [c for c in slow["results"][0]["regression"]["checks"] if c["metric"] == "tpot_ms.p50"][0]
     assert check["delta"] > check["threshold"] and not check["passed"]
-    print("unchanged: %s | slowed (%.0f s): %s" % (again["msg"], time.monotonic() - t0, slow["msg"]))
+    print("baseline: %s | slowed (%.0f s): %s" % (first["msg"], time.monotonic() - t0, slow["msg"]))
