@@ -371,7 +371,9 @@ def free_port():
 
 
 def run_module(tmp_path, python=None, **args):
-    """Run serving_bench like Ansible does; returns (result dict, seconds)."""
+    """Run serving_bench like Ansible does; returns (result dict, seconds). The tests size their levels
+    themselves (num_prompts), so the module's minimum duration and request count are off unless a test sets them."""
+    args = dict({"min_duration_s": 0, "min_requests": 1}, **args)
     argfile = os.path.join(str(tmp_path), "args-%d.json" % time.monotonic_ns())
     with open(argfile, "w") as f:
         json.dump({"ANSIBLE_MODULE_ARGS": args}, f)

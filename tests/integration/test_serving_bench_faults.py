@@ -51,7 +51,7 @@ def test_ok_server_passes_and_writes_reports(tmp_path):
     assert r["output_tokens"] == 16 * 32  # server usage, ignore_eos accepted
     assert res["ignore_eos_accepted"] is True
     assert r["token_accounting"]["missing_usage"] == 0
-    assert res["table"][0].startswith("| Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms")
+    assert res["table"][0].startswith("| Concurrency | Output tok/s | Total tok/s | Peak tok/s (1 s) | TPOT p50 ms | TTFT p50/p99 ms")
     doc = _run_file(rep)
     assert doc["levels"]["4"]["completed"] == 16
     for suffix in (".md", ".junit.xml"):

@@ -31,7 +31,8 @@ def run_playbook(tmp_path, url, *extra):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     cmd = ["ansible-playbook", "-i", str(inv), os.path.join(ROOT, "playbooks", "bench.yml"),
-           "-e", "bench_report_dir=%s" % rep, "-e", "input_len=8", "-e", "output_len=16"] + list(extra)
+           "-e", "bench_report_dir=%s" % rep, "-e", "input_len=8", "-e", "output_len=16",
+           "-e", "bench_min_duration_s=0", "-e", "bench_min_requests=1"] + list(extra)
     cp = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
     return cp, rep
 
@@ -44,7 +45,8 @@ def test_bench_playbook_levels_and_table(tmp_path, conc, levels):
     assert cp.returncode == 0, out[-3000:] + cp.stderr[-2000:]
     for lv in levels:
         assert "(item=%d)" % lv in out  # one loop item per level: progress in the play output
-    assert "| Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms | ITL p99 | Coherent |" in out
+    assert "| Concurrency | Output tok/s | Total tok/s | Peak tok/s (1 s) | TPOT p50 ms | TTFT p50/p99 ms | ITL p99 ms " \
+        "| Errors | Coherent |" in out
     for lv in levels:
         assert "| %d | " % lv in out
     runs = os.listdir(rep / "runs")
@@ -67,7 +69,7 @@ def test_bench_playbook_failure_prints_table_and_class(tmp_path):
     assert "serving_bench failed [disconnected]" in out
     assert "Traceback" not in out
     assert "| Concurrency | Output tok/s" in out  # table printed by the always: section
-    assert "NO (0/8)" in out
+    assert "disconnected=8 | NO (0/0)" in out  # failed requests are errors, not incoherent output
     assert os.path.isfile(rep / "latest.md")
 
 
@@ -87,4 +89,15 @@ def test_bench_playbook_rejects_bad_concurrency(tmp_path):
     with fake_server("ok") as (url, dummy):
         cp, dummy = run_playbook(tmp_path, url, "-e", "concurrency=abc")
     assert cp.returncode != 0
-    assert "concurrency=abc must be an int >= 1" in cp.stdout
+    assert "concurrency=abc is invalid: allowed an int >= 1" in cp.stdout
+
+
+@pytest.mark.parametrize("var,value", [("output_len", "0"), ("input_len", "-1"), ("concurrency", "8,8")])
+def test_bench_playbook_validation_names_the_wrong_variable(tmp_path, var, value):
+    # issue 11 item 6: output_len=0 was reported as "concurrency=16 must be an int >= 1 ..."
+    cp, dummy = run_playbook(tmp_path, "http://127.0.0.1:9", "-e", "%s=%s" % (var, value))
+    assert cp.returncode != 0
+    msg = [ln for ln in cp.stdout.splitlines() if "is invalid" in ln or "must be" in ln]
+    assert any(("%s=%s" % (var, value)) in ln for ln in msg), cp.stdout[-2000:]
+    others = {"output_len", "input_len", "concurrency"} - {var}
+    assert not any(("%s=" % o) in ln for ln in msg for o in others), cp.stdout[-2000:]

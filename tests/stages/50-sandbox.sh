@@ -16,3 +16,7 @@ echo "$out" | grep -E '^sandbox +: .*changed=0 .*failed=0' >/dev/null || { echo 
 
 # The serving role's gate cases (bad flag, start failure, NaN and random models, fallback chain) on this host.
 GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -q -p no:cacheprovider -m serving_role tests/integration/test_serving_role.py
+
+# The regression gate with its defaults on the real engine: unchanged rerun passes, a 2x slowdown (SIGSTOP/SIGCONT
+# duty cycle on the engine process) fails naming the metric.
+GPUHOST_BENCH_SLOWDOWN_SANDBOX=1 python -m pytest -q -p no:cacheprovider -s tests/integration/test_serving_bench_slowdown.py

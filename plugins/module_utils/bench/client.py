@@ -290,6 +290,7 @@ def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherenc
         rec["detail"] = "stream ended without [DONE] or finish_reason after %d events" % p["events"]
         return rec
     text = p["text"]
+    rec["text_bytes"] = len(text.encode("utf-8"))  # metrics.usable_tokens: a usage count above this is impossible
     rec["chunk_times"] = p["chunk_times"]
     rec["chunks"] = len(p["chunk_times"])
     rec["finish_reason"] = p["finish_reason"]

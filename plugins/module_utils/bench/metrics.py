@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import math
+import statistics
 
 PCTS = (50, 90, 99)
 
@@ -46,20 +47,41 @@ def dist(values, scale=1000.0, ndigits=3):
     return out
 
 
-def peak_bucket(records, t0, bucket=1.0):
-    """Max tokens in any 1-second bucket (aligned on ``t0``), chunk-aware."""
+def peak_bucket(records, t0, bucket=1.0, t_end=None):
+    """Max tokens in any full 1-second bucket (aligned on ``t0``), chunk-aware. Partial buckets at the end of the
+    level are not windows of ``bucket`` seconds and are left out; a level shorter than one bucket has no full
+    bucket and returns 0 (compute() then reports the average, so the peak is never below it)."""
     buckets = {}
     for r in records:
         times = r.get("chunk_times") or []
         if not times:
             continue
-        w = float(r.get("output_tokens") or len(times)) / len(times)
+        w = float(usable_tokens(r) or len(times)) / len(times)
         for t in times:
             b = int((t - t0) // bucket)
             buckets[b] = buckets.get(b, 0.0) + w
+    if t_end is not None:
+        buckets = dict((b, v) for b, v in buckets.items() if t0 + (b + 1) * bucket <= t_end)
     if not buckets:
         return 0.0
     return max(buckets.values()) / bucket
+
+
+def impossible_usage(r):
+    """The server's usage count cannot be true: more tokens than bytes of streamed text (a byte-level BPE token
+    decodes to at least one byte; unverified for tokenizers with empty-string tokens beyond the special ones)."""
+    nbytes = r.get("text_bytes")
+    return bool(r.get("usage")) and nbytes is not None and (r.get("output_tokens") or 0) > max(nbytes, 1)
+
+
+def usable_tokens(r):
+    """Output tokens of a record for throughput: the usage count, or when that is impossible the tokenizer's count
+    or the chunk count."""
+    if impossible_usage(r):
+        if r.get("tokenizer_tokens") is not None:
+            return r["tokenizer_tokens"]
+        return len(r.get("chunk_times") or [])
+    return r.get("output_tokens") or 0
 
 
 def compute(records, concurrency=None):
@@ -89,10 +111,10 @@ def compute(records, concurrency=None):
             ttft = times[0] - r["start"]
             ttfts.append(ttft)
             itls.extend(b - a for a, b in zip(times, times[1:]))
-            ot = r.get("output_tokens") or 0
+            ot = usable_tokens(r)
             if ot > 1:
                 tpots.append((e2e - ttft) / (ot - 1))
-    out_tok = sum(r.get("output_tokens") or 0 for r in good)
+    out_tok = sum(usable_tokens(r) for r in good)
     in_tok = sum(r.get("prompt_tokens") or 0 for r in good)
     chunks = sum(len(r.get("chunk_times") or []) for r in good)
     res = {
@@ -108,7 +130,9 @@ def compute(records, concurrency=None):
         "output_throughput": round(out_tok / duration, 3) if duration > 0 else 0.0,
         "total_throughput": round((in_tok + out_tok) / duration, 3) if duration > 0 else 0.0,
         "request_throughput": round(len(good) / duration, 4) if duration > 0 else 0.0,
-        "peak_output_throughput": round(peak_bucket(good, t0), 3),
+        "peak_output_throughput": round(max(peak_bucket(good, t0, t_end=t0 + duration),
+                                            out_tok / duration if duration > 0 else 0.0), 3),
+        "impossible_usage": len([1 for r in good if impossible_usage(r)]),
         "achieved_concurrency": round(sum(r["end"] - r["start"] for r in ok) / duration, 3) if duration > 0 else 0.0,
         "tokens_per_chunk": round(out_tok / float(chunks), 3) if chunks else None,
         "ttft_ms": dist(ttfts),
@@ -152,8 +176,31 @@ def median(vals):
     return _percentile(vals, 50)
 
 
+NOISE_GROUPS = 5
+
+
+def sampling_noise(records, concurrency=None, groups=NOISE_GROUPS):
+    """Relative standard error of each gate metric within one trial, from ``groups`` consecutive blocks of the
+    level's requests in send order (so a load change on the machine during the level shows, not only sampling
+    noise): every metric is computed per block, SE = stdev(block values) / sqrt(groups) / |mean of the blocks|.
+    Fewer than 2 requests per block: {} (no estimate)."""
+    recs = sorted((r for r in records if r.get("start") is not None), key=lambda r: r["start"])
+    size = len(recs) // groups
+    if size < 2:
+        return {}
+    subs = [compute(recs[i * size:(i + 1) * size], concurrency) for i in range(groups)]
+    out = {}
+    for name in GATE_METRICS:
+        vals = [get_metric(r, name) for r in subs]
+        if any(v is None for v in vals) or not statistics.mean(vals):
+            continue
+        out[name] = round(statistics.stdev(vals) / math.sqrt(groups) / abs(statistics.mean(vals)), 4)
+    return out
+
+
 def aggregate_trials(trial_results):
-    """Median of each gate metric over trials plus its relative spread ((max - min) / (2 * median))."""
+    """Median of each gate metric over trials plus its relative noise: the larger of the trials' half-range over
+    the median ((max - min) / (2 * median)) and the largest within-trial standard error (``sampling_noise``)."""
     agg = {}
     for name in GATE_METRICS:
         vals = [get_metric(t, name) for t in trial_results]
@@ -163,5 +210,7 @@ def aggregate_trials(trial_results):
         med = median(vals)
         # half-range relative to the median: the +/- noise of the trials
         spread = ((max(vals) - min(vals)) / (2.0 * abs(med))) if (med and len(vals) > 1) else 0.0
-        agg[name] = {"median": round(med, 4), "spread": round(spread, 4), "values": [round(v, 4) for v in vals]}
+        se = max([(t.get("sampling_noise") or {}).get(name) or 0.0 for t in trial_results] or [0.0])
+        agg[name] = {"median": round(med, 4), "spread": round(max(spread, se), 4), "trial_spread": round(spread, 4),
+                     "sampling_se": round(se, 4), "values": [round(v, 4) for v in vals]}
     return agg

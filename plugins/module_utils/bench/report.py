@@ -12,8 +12,9 @@ from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 
-HEADER = ("| Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms | ITL p99 | Coherent |",
-          "|---:|---:|---:|---:|---:|---:|---:|---|")
+HEADER = ("| Concurrency | Output tok/s | Total tok/s | Peak tok/s (1 s) | TPOT p50 ms | TTFT p50/p99 ms | ITL p99 ms "
+          "| Errors | Coherent |",
+          "|---:|---:|---:|---:|---:|---:|---:|---|---|")
 
 
 def _f(v, nd=2):
@@ -24,24 +25,58 @@ def _f(v, nd=2):
     return ("{:.%df}" % nd).format(v)
 
 
+def gate_value(r, name, path):
+    """The figure the regression gate used: with trials the median over trials, else the level's own value."""
+    med = ((((r.get("trials") or {}).get("metrics") or {}).get(name)) or {}).get("median")
+    if med is not None and ((r.get("trials") or {}).get("n") or 1) > 1:
+        return med
+    cur = r
+    for k in path:
+        cur = (cur or {}).get(k)
+    return cur
+
+
 def table_lines(levels):
-    """Markdown table lines for result entries (sorted by concurrency). ``*`` marks client-bound latency."""
+    """Markdown table lines for result entries (sorted by concurrency). ``*`` marks client-bound latency; with
+    trials a row shows the medians over trials (what the gate compared) and the concurrency reads ``c (xN)``.
+    Coherent counts completed requests only; failed requests are in Errors, by class."""
     lines = list(HEADER)
     for r in sorted(levels, key=lambda x: int(x.get("concurrency") or 0)):
         cb = "*" if r.get("client_bound") else ""
-        ttft = r.get("ttft_ms") or {}
-        tpot = r.get("tpot_ms") or {}
-        itl = r.get("itl_ms") or {}
-        total = r.get("completed", 0)
+        ntr = (r.get("trials") or {}).get("n") or 1
+        done = r.get("completed", 0)
         coh = r.get("coherent", 0)
-        errs = sum((r.get("errors") or {}).values())
-        verdict = "yes" if (coh == total and errs == 0 and total) else "NO"
-        coherent = "%s (%d/%d)" % (verdict, coh, r.get("requests", total))
-        lines.append("| %s | %s | %s | %s | %s | %s/%s%s | %s | %s |" % (
-            r.get("concurrency"), _f(r.get("output_throughput")), _f(r.get("total_throughput")),
-            _f(r.get("peak_output_throughput"), 0), _f(tpot.get("mean")), _f(ttft.get("p50"), 1),
-            _f(ttft.get("p99"), 1), cb, _f(itl.get("p99"), 1), coherent))
+        errs = r.get("errors") or {}
+        verdict = "yes" if (coh == done and done) else "NO"
+        errors = ", ".join("%s=%d" % kv for kv in sorted(errs.items())) if errs else "0"
+        lines.append("| %s%s | %s | %s | %s | %s | %s/%s%s | %s | %s | %s (%d/%d) |" % (
+            r.get("concurrency"), (" (x%d)" % ntr) if ntr > 1 else "",
+            _f(gate_value(r, "output_throughput", ("output_throughput",))),
+            _f(gate_value(r, "total_throughput", ("total_throughput",))),
+            _f(gate_value(r, "peak_output_throughput", ("peak_output_throughput",)), 0),
+            _f(gate_value(r, "tpot_ms.p50", ("tpot_ms", "p50"))), _f(gate_value(r, "ttft_ms.p50", ("ttft_ms", "p50")), 1),
+            _f(gate_value(r, "ttft_ms.p99", ("ttft_ms", "p99")), 1), cb,
+            _f(gate_value(r, "itl_ms.p99", ("itl_ms", "p99")), 1), errors, verdict, coh, done))
     return lines
+
+
+def workload_line(run, levels):
+    """What really ran: the asked workload, whether ignore_eos was accepted, measured mean tokens."""
+    wl = dict(run.get("workload") or {})
+    if not wl:
+        return None
+    if not wl.get("tokenizer") and "input_len" in wl:
+        wl["input_words"] = wl.pop("input_len")  # without a tokenizer a prompt is that many words, not tokens
+    eos = [lv.get("ignore_eos") for lv in levels if "ignore_eos" in lv]
+    if wl.get("ignore_eos") and eos:
+        wl["ignore_eos"] = "accepted" if all(eos) else "REJECTED by the server (outputs may stop early)"
+    parts = ["%s=%s" % (k, wl[k]) for k in sorted(wl)]
+    meas = [lv.get("measured_tokens") for lv in levels if lv.get("measured_tokens")]
+    if meas:
+        parts.append("measured mean prompt/output tokens %s" % "; ".join(
+            "c=%s %s/%s" % (lv.get("concurrency"), lv["measured_tokens"].get("prompt"), lv["measured_tokens"].get("output"))
+            for lv in levels if lv.get("measured_tokens")))
+    return "Workload: " + ", ".join(parts)
 
 
 def markdown(run):
@@ -49,16 +84,16 @@ def markdown(run):
     fp = run.get("fingerprint") or {}
     if fp:
         out.append("Fingerprint: " + ", ".join("%s=%s" % (k, fp[k]) for k in sorted(fp)))
-    wl = run.get("workload") or {}
-    if wl:
-        out.append("Workload: " + ", ".join("%s=%s" % (k, wl[k]) for k in sorted(wl)))
+    levels = [v for dummy, v in sorted((run.get("levels") or {}).items(), key=lambda kv: int(kv[0]))]
+    wline = workload_line(run, levels)
+    if wline:
+        out.append(wline)
     coh = run.get("coherence") or {}
     if coh:
         out.append("Coherence probes: %s (%s/%s passed, class %s)" % (
             "PASSED" if coh.get("passed") else "FAILED", coh.get("probes_passed"), coh.get("probes_total"),
             coh.get("class")))
     out.append("")
-    levels = [v for dummy, v in sorted((run.get("levels") or {}).items(), key=lambda kv: int(kv[0]))]
     out.extend(table_lines(levels))
     if any(lv.get("client_bound") for lv in levels):
         out.append("")
@@ -130,9 +165,13 @@ def plots(run, history, out_prefix):
         ax1.set_xlabel("concurrency")
         ax1.set_ylabel("tokens/s")
         ax2 = ax1.twinx()
-        ax2.plot(xs, [(lv.get("tpot_ms") or {}).get("mean") for lv in levels], "r^-", label="TPOT ms")
-        ax2.set_ylabel("TPOT ms")
-        fig.legend(loc="upper left")
+        ax2.plot(xs, [gate_value(lv, "tpot_ms.p50", ("tpot_ms", "p50")) for lv in levels], "r^-", label="TPOT p50 ms")
+        ax2.set_ylabel("TPOT p50 ms")
+        handles = ax1.get_legend_handles_labels()
+        handles2 = ax2.get_legend_handles_labels()
+        # below the axes: never over the title or the data
+        ax1.legend(handles[0] + handles2[0], handles[1] + handles2[1], loc="upper center",
+                   bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
         ax1.set_title("serving_bench %s" % run.get("run_id"))
         fig.tight_layout()
         path = out_prefix + "-throughput.png"
@@ -147,13 +186,21 @@ def plots(run, history, out_prefix):
             if h.get("key") == key:
                 series.setdefault(h.get("concurrency"), []).append(h)
         if series:
-            fig, ax = plt.subplots(figsize=(7, 4))
+            fig, ax = plt.subplots(figsize=(8, 4.5))
             for conc, hs in sorted(series.items(), key=lambda kv: int(kv[0] or 0)):
-                ax.plot(range(len(hs)), [h.get("output_throughput") for h in hs], "o-", label="c=%s" % conc)
-            ax.set_xlabel("run (oldest first)")
+                hs = sorted(hs, key=lambda h: h.get("ts") or "")  # time order, whatever order lines were appended
+                xs = list(range(len(hs)))
+                line = ax.plot(xs, [h.get("output_throughput") for h in hs], "o-", label="c=%s" % conc)[0]
+                bad = [i for i, h in enumerate(hs) if not h.get("passed")]
+                if bad:
+                    ax.plot([xs[i] for i in bad], [hs[i].get("output_throughput") for i in bad], "x", color="red",
+                            markersize=11, markeredgewidth=2.5, linestyle="none",
+                            label="failed (c=%s)" % conc, zorder=5)
+                line.set_zorder(3)
+            ax.set_xlabel("run, oldest first (red x: the run failed its gate)")
             ax.set_ylabel("output tok/s")
             ax.set_title("history for fingerprint %s" % key)
-            ax.legend()
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
             fig.tight_layout()
             path = out_prefix + "-history.png"
             fig.savefig(path + ".tmp.png", dpi=90)

@@ -170,10 +170,12 @@ def record_level(baseline_dir, key, fingerprint, workload, concurrency, agg, tri
     return event
 
 
-def compare(agg_now, base_entry, metrics, tolerance, min_abs_ms=1.0):
-    """Regression checks of one level. A metric fails when it is worse than the baseline median by more
-    than ``max(tolerance, noise)`` (relative), noise = the larger relative trial spread (half-range over
-    median) of baseline and now; latency metrics also need an absolute change above ``min_abs_ms``."""
+def compare(agg_now, base_entry, metrics, tolerance, min_abs_ms=1.0, noise_factor=1.0, max_threshold=None):
+    """Regression checks of one level (the rule docs/bench.md states). A metric fails when it is worse than the
+    baseline median by more than ``min(max(tolerance, noise_factor * noise), max_threshold)`` (relative), noise =
+    the larger of the baseline's stored spread and this run's (metrics.aggregate_trials: trial half-range or
+    within-trial standard error); latency metrics also need an absolute change above ``min_abs_ms``. A threshold
+    cut to ``max_threshold`` is marked ``noise_limited`` (the level is too noisy to see smaller regressions)."""
     checks = []
     base = (base_entry or {}).get("metrics", {})
     for name in metrics:
@@ -189,14 +191,17 @@ def compare(agg_now, base_entry, metrics, tolerance, min_abs_ms=1.0):
         nm = n["median"]
         worse = (bm - nm) / abs(bm) if higher_better else (nm - bm) / abs(bm)
         noise = max(b.get("spread") or 0.0, n.get("spread") or 0.0)
-        threshold = max(tolerance, noise)
+        threshold = max(tolerance, noise_factor * noise)
+        limited = max_threshold is not None and threshold > max_threshold
+        if limited:
+            threshold = max_threshold
         failed = worse > threshold
         if failed and name.startswith(LATENCY_PREFIXES) and abs(nm - bm) <= min_abs_ms:
             failed = False
         checks.append({"metric": name, "baseline": bm, "now": nm, "delta": round(worse, 4),
                        "delta_pct": round(100 * worse, 2), "threshold": round(threshold, 4),
-                       "noise": round(noise, 4), "worse_is": "lower" if higher_better else "higher",
-                       "passed": not failed})
+                       "noise": round(noise, 4), "noise_factor": noise_factor, "noise_limited": limited,
+                       "worse_is": "lower" if higher_better else "higher", "passed": not failed})
     return checks
 
 

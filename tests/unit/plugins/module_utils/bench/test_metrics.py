@@ -69,3 +69,38 @@ def test_aggregate_trials_median_and_spread():
     agg = bm.aggregate_trials(trials)
     assert agg["output_throughput"]["median"] == 100.0 and agg["output_throughput"]["spread"] == pytest.approx(0.1)
     assert agg["ttft_ms.p50"]["spread"] == 0.0
+
+
+def test_peak_is_never_below_the_level_average_when_the_level_is_shorter_than_a_bucket():
+    # issue 11 item 5: a 0.4 s level with 40 tokens averages 100 tok/s; a 1-s bucket held only 40 tokens
+    recs = [rec(0.0, 0.0, 0.01, 40)]
+    r = bm.compute(recs, 1)
+    assert r["peak_output_throughput"] >= r["output_throughput"]
+
+
+def test_peak_ignores_partial_buckets_at_the_edges():
+    # 2.5 s of steady 100 tok/s: the last half bucket must not count as a 1-s window
+    recs = [rec(0.0, 0.0, 0.01, 250)]
+    r = bm.compute(recs, 1)
+    assert r["peak_output_throughput"] == pytest.approx(100.0, rel=0.02)
+
+
+def test_impossible_usage_count_is_flagged_and_not_used_for_throughput():
+    # issue 11 item 6: the server claims 64 tokens for 10 streamed bytes (a token decodes to at least one byte) over 5 chunks
+    good = rec(0.0, 0.1, 0.01, 10)
+    good.update(text_bytes=40, usage=True)
+    bad = rec(0.0, 0.1, 0.01, 64, chunks=5)
+    bad.update(text_bytes=10, usage=True)
+    r = bm.compute([good, bad], 2)
+    assert r["impossible_usage"] == 1
+    assert r["output_tokens"] == 10 + 5  # the bad request counts its chunks, not the impossible usage
+
+
+def test_sampling_noise_sees_a_load_change_during_the_level_and_none_when_steady():
+    steady = [rec(0.1 * i, 0.1, 0.01, 20) for i in range(40)]
+    drift = [rec(0.1 * i, 0.1, 0.01 * (1 + i / 20.0), 20) for i in range(40)]  # TPOT grows 3x over the level
+    quiet = bm.sampling_noise(steady, 4)
+    noisy = bm.sampling_noise(drift, 4)
+    assert quiet["tpot_ms.p50"] == pytest.approx(0.0, abs=1e-6)
+    assert noisy["tpot_ms.p50"] > 0.1 and noisy["ttft_ms.p50"] == pytest.approx(0.0, abs=1e-6)
+    assert bm.sampling_noise(steady[:9], 4) == {}  # fewer than 2 requests per block: no estimate

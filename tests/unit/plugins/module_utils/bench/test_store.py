@@ -76,7 +76,7 @@ def test_append_jsonl_skips_a_torn_last_line(tmp_path):
 
 def level(c, tput, client_bound=False, coherent=8, errors=None):
     return {"concurrency": c, "output_throughput": tput, "total_throughput": 2 * tput, "peak_output_throughput": 3 * tput,
-            "tpot_ms": {"mean": 20.5}, "ttft_ms": {"p50": 100.0, "p99": 250.0}, "itl_ms": {"p99": 40.0},
+            "tpot_ms": {"mean": 30.0, "p50": 20.5}, "ttft_ms": {"p50": 100.0, "p99": 250.0}, "itl_ms": {"p99": 40.0},
             "completed": 8, "coherent": coherent, "requests": 8, "errors": errors or {}, "client_bound": client_bound,
             "regression": {"checks": [{"metric": "output_throughput", "baseline": 100.0, "now": tput,
                                        "delta_pct": 10.0, "threshold": 0.1, "passed": tput >= 90}]}}
@@ -90,8 +90,8 @@ def test_markdown_table_and_junit(tmp_path):
            "coherence": {"passed": True, "probes_passed": 8, "probes_total": 8, "class": "ok", "probes": probes}}
     lines = bench_report.table_lines(list(run["levels"].values()))
     assert lines[0] == bench_report.HEADER[0]
-    assert lines[2] == "| 1 | 9.17 | 18.34 | 28 | 20.50 | 100.0/250.0 | 40.0 | NO (5/8) |"
-    assert lines[3] == "| 256 | 1,521 | 3,041 | 4,562 | 20.50 | 100.0/250.0* | 40.0 | yes (8/8) |"
+    assert lines[2] == "| 1 | 9.17 | 18.34 | 28 | 20.50 | 100.0/250.0 | 40.0 | 0 | NO (5/8) |"
+    assert lines[3] == "| 256 | 1,521 | 3,041 | 4,562 | 20.50 | 100.0/250.0* | 40.0 | 0 | yes (8/8) |"
     md = bench_report.markdown(run)
     assert "client-bound" in md and "REGRESSION" in md
     root = ET.fromstring(bench_report.junit(run))
@@ -104,3 +104,28 @@ def test_markdown_table_and_junit(tmp_path):
         assert str(tmp_path / "r1-throughput.png") in files
         with open(str(tmp_path / "r1-throughput.png"), "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_table_names_each_statistic_and_shows_what_the_gate_compares():
+    # issue 11 item 5: the table showed TPOT mean while the gate and progress log use p50
+    lv = level(4, 100.0, True)
+    lv["tpot_ms"] = {"mean": 30.0, "p50": 20.0, "p99": 90.0}
+    lines = bench_report.table_lines([lv])
+    assert "TPOT p50 ms" in lines[0] and "TPOT ms |" not in lines[0]
+    assert "| 20.00 |" in lines[2] and "30.00" not in lines[2]
+
+
+def test_table_row_with_trials_shows_the_medians_the_gate_compared():
+    lv = level(4, 100.0, True)
+    lv["trials"] = {"n": 3, "metrics": {"output_throughput": {"median": 95.0, "spread": 0.05},
+                                        "tpot_ms.p50": {"median": 22.0, "spread": 0.05},
+                                        "ttft_ms.p50": {"median": 111.0, "spread": 0.05}}}
+    row = bench_report.table_lines([lv])[2]
+    assert "95.00" in row and "22.00" in row and "111.0" in row and "100.00" not in row
+
+
+def test_failed_requests_are_not_shown_as_incoherent_output():
+    lv = level(2, 50.0, True)
+    lv.update(requests=8, completed=6, coherent=6, incoherent=0, errors={"http_5xx": 2})
+    row = bench_report.table_lines([lv])[2]
+    assert "6/6" in row and "http_5xx=2" in row and "NO (6/8)" not in row

@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""BenchRun in-process with a fake client: every step, and the one failure path that saves partial results."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import sys
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import inputs as bench_inputs
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import runner
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
+from ansible_collections.gpuhost.sglang.plugins.modules import serving_bench as sb
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fakeclient import FakeClient  # noqa: E402 pylint: disable=wrong-import-position
+
+
+def params(tmp_path=None, **kw):
+    p = {k: v.get("default") for k, v in sb.argument_spec().items()}
+    p.update(base_url="http://127.0.0.1:30000", plots=False)
+    if tmp_path is not None:
+        p.update(report_dir=str(tmp_path / "reports"), baseline_dir=str(tmp_path / "baselines"))
+    p.update(kw)
+    return p
+
+
+def run(p, client, check_mode=False):
+    return runner.BenchRun(p, client=client, check_mode=check_mode).execute()
+
+
+def run_doc(p, res):
+    return bench_store.read_json(bench_store.run_path(p["report_dir"], res.out["run_id"]))
+
+
+def test_passing_run_records_then_compares_baseline(tmp_path):
+    p = params(tmp_path, concurrency="1,4", run_id="r1")
+    res = run(p, FakeClient())
+    assert not res.failed, res.msg
+    assert [r["concurrency"] for r in res.out["results"]] == [1, 4]
+    assert {r["regression"]["status"] for r in res.out["results"]} == {"recorded"}
+    assert res.out["coherence"]["passed"] and res.out["coherence"]["probes_passed"] == 8
+    assert res.out["ignore_eos_accepted"] is True
+    assert res.msg.startswith("serving_bench passed: c=1 ")
+    res2 = run(params(tmp_path, concurrency="1,4", run_id="r2"), FakeClient())
+    assert not res2.failed, res2.msg
+    assert all(r["regression"]["status"] == "compared" for r in res2.out["results"])
+    assert res2.out["results"][0]["regression"]["baseline_run_id"] == "r1"
+    assert os.path.isfile(os.path.join(p["report_dir"], "r2.md"))
+
+
+def test_slower_engine_is_a_regression_naming_the_metric(tmp_path):
+    assert not run(params(tmp_path, concurrency=2, run_id="base"), FakeClient()).failed
+    res = run(params(tmp_path, concurrency=2, run_id="slow"), FakeClient(ttft=0.1, tpot=0.02))
+    assert res.failed and res.out["failure_class"] == "regression"
+    assert "tpot_ms.p50 baseline" in res.msg and "output_throughput baseline" in res.msg
+    doc = run_doc(params(tmp_path), res)
+    assert doc["levels"]["2"]["regression"]["passed"] is False
+
+
+def test_failure_in_second_level_keeps_the_first_and_saves_the_failure(tmp_path):
+    p = params(tmp_path, concurrency="1,4", run_id="part", warmup=0, min_requests=8)
+    res = run(p, FakeClient(errors_at_call={3: "http_5xx"}))
+    assert res.failed and res.out["failure_class"] == "http_5xx"
+    assert "c=4: 8/8 requests failed: http_5xx=8" in res.msg
+    doc = run_doc(p, res)
+    assert sorted(doc["levels"]) == ["1", "4"] and doc["levels"]["1"]["passed"] is True
+    assert doc["levels"]["4"]["regression"] == {"status": "not_checked"}
+    assert doc["failure_class"] == "http_5xx" and doc["failures"][0].startswith("http_5xx: c=4")
+    hist = bench_store.read_jsonl(os.path.join(p["report_dir"], "history.jsonl"))
+    assert [(h["concurrency"], h["passed"]) for h in hist] == [(1, True), (4, False)]
+
+
+def test_exception_inside_a_step_is_internal_error_with_partial_results_saved(tmp_path):
+    p = params(tmp_path, concurrency="1,4", run_id="crash", warmup=0)
+    res = run(p, FakeClient(raise_at_call=3))  # call 1 is the ignore_eos preflight
+    assert res.failed and res.out["failure_class"] == "internal_error"
+    assert "RuntimeError: fake client crashed" in res.msg
+    assert sorted(run_doc(p, res)["levels"]) == ["1"]
+
+
+def test_wrong_probe_answers_fail_the_coherence_gate_before_load(tmp_path):
+    client = FakeClient(answer="banana")
+    res = run(params(tmp_path, concurrency=1, run_id="coh"), client)
+    assert res.failed and res.out["failure_class"] == "incoherent"
+    assert "coherence probes failed (0/8 passed)" in res.msg
+    assert [c[0] for c in client.calls] == ["probe"]
+
+
+def test_ignore_eos_rejected_warns_and_measures_without_it(tmp_path):
+    res = run(params(tmp_path, concurrency=1, run_id="eos"), FakeClient(reject_ignore_eos=True))
+    assert not res.failed, res.msg
+    assert res.out["ignore_eos_accepted"] is False and "422" in res.out["ignore_eos_rejection"]
+    assert any("rejected ignore_eos" in w for w in res.warnings)
+
+
+def test_unreachable_server_is_classified(tmp_path):
+    res = run(params(tmp_path, run_id="down"), FakeClient(models=()))
+    assert res.failed and res.out["failure_class"] == "connection_refused"
+
+
+def test_probes_only_and_check_mode_and_report_mode(tmp_path):
+    client = FakeClient()
+    res = run(params(tmp_path, probes_only=True, run_id="po"), client)
+    assert not res.failed and res.msg.startswith("coherence probes passed (8/8)")
+    assert [c[0] for c in client.calls] == ["probe"]
+    client = FakeClient()
+    res = run(params(tmp_path, run_id="cm"), client, check_mode=True)
+    assert res.out["skipped"] and client.calls == []
+    res = run(params(tmp_path, mode="report", run_id="po"), FakeClient())
+    assert not res.failed and res.out["coherence"]["passed"]
+    res = run(params(tmp_path, mode="report", run_id="nope"), FakeClient())
+    assert res.failed and "no run file for run_id nope" in res.msg
+
+
+def test_duplicate_concurrency_levels_are_refused_naming_the_variable(tmp_path):
+    # issue 11 item 1: concurrency=8,8 ran 8 twice and failed against itself
+    res = run(params(tmp_path, concurrency="8,8"), FakeClient())
+    assert res.failed and res.out["failure_class"] == "invalid_input"
+    assert "concurrency='8,8' has duplicate levels: 8" in res.msg
+
+
+def test_concurrency_above_the_file_descriptor_limit_is_refused_up_front(tmp_path, monkeypatch):
+    # issue 11 item 6: each stream holds one socket; past RLIMIT_NOFILE the client dies mid-level (EMFILE)
+    monkeypatch.setattr(bench_inputs, "open_file_limit", lambda want: (256, 256))
+    client = FakeClient()
+    res = run(params(tmp_path, concurrency="1,1024"), client)
+    assert res.failed and res.out["failure_class"] == "invalid_input"
+    assert "concurrency=1024" in res.msg and "file-descriptor limit (RLIMIT_NOFILE) is 256" in res.msg
+    assert client.calls == []
+
+
+def test_concurrency_above_the_ephemeral_port_range_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_inputs, "ephemeral_ports", lambda: (60000, 60999))
+    res = run(params(tmp_path, concurrency=2048), FakeClient())
+    assert res.failed and "net.ipv4.ip_local_port_range 60000-60999 gives 1000 ports" in res.msg
+
+
+def test_a_level_runs_at_least_min_duration_and_min_requests(tmp_path):
+    # issue 11 item 1: a 0.1 s level measures scheduling noise, not the server
+    client = FakeClient(ttft=0.01, tpot=0.001)
+    res = run(params(tmp_path, concurrency=2, min_duration_s=3.0, min_requests=20, warmup=0), client)
+    assert not res.failed, res.msg
+    r = res.out["results"][0]
+    assert r["duration_s"] >= 3.0 and r["requests"] >= 20
+    assert r["sizing"]["calibration_requests"] == 20 and r["sizing"]["min_duration_s"] == 3.0
+
+
+def test_threshold_comes_from_measured_noise_not_only_the_tolerance(tmp_path):
+    # a noisy baseline (trial spread 15%) must widen the threshold beyond the fixed 10% tolerance
+    assert not run(params(tmp_path, concurrency=2, run_id="b", trials=3), FakeClient()).failed
+    path = bench_store.baseline_path(str(tmp_path / "baselines"), os.listdir(str(tmp_path / "baselines"))[0][:16])
+    doc = bench_store.read_json(path)
+    for m in doc["levels"]["2"]["metrics"].values():
+        m["spread"] = 0.15
+    bench_store.atomic_write_json(path, doc)
+    res = run(params(tmp_path, concurrency=2, run_id="n", trials=3), FakeClient(tpot=0.0112))
+    assert not res.failed, res.msg  # ~11% slower is inside the noise
+    chk = {c["metric"]: c for c in res.out["results"][0]["regression"]["checks"]}
+    assert chk["output_throughput"]["threshold"] > 0.15
