@@ -53,6 +53,16 @@ def ansible_env(**extra):
     return env
 
 
+def edit_yaml(path, change):
+    """Load the YAML file, let ``change(data)`` edit it in place, write it back (tests that break a copy on purpose)."""
+    import yaml
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    change(data)
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(data, f, sort_keys=False)
+
+
 class ModuleResult(dict):
     """The module's JSON result; ``rc``, ``stdout``, ``stderr`` and ``seconds`` of the run as attributes."""
 

@@ -33,17 +33,9 @@ def roles_fixture(tmp_path):
     return tmp_path / "roles"
 
 
-def edit_tasks(path, change):
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
-    change(data)
-    with open(path, "w", encoding="utf-8") as f:
-        yaml.safe_dump(data, f, sort_keys=False)
-
-
 def test_lint_fails_on_an_untagged_task(roles):
     assert run_lint("--roles", str(roles)).returncode == 0
-    edit_tasks(roles / "nccl" / "tasks" / "main.yml",
+    harness.edit_yaml(roles / "nccl" / "tasks" / "main.yml",
                lambda tasks: tasks.append({"name": "Deliberately untagged", "ansible.builtin.debug": {"msg": "x"}}))
     proc = run_lint("--roles", str(roles))
     assert proc.returncode == 1
@@ -56,7 +48,7 @@ def test_lint_fails_on_an_include_without_apply(roles):
         for task in tasks:
             if isinstance(task.get("ansible.builtin.include_tasks"), dict):
                 task["ansible.builtin.include_tasks"] = task["ansible.builtin.include_tasks"]["file"]
-    edit_tasks(roles / "proxmox_lxc_gpu" / "tasks" / "main.yml", drop_apply)
+    harness.edit_yaml(roles / "proxmox_lxc_gpu" / "tasks" / "main.yml", drop_apply)
     proc = run_lint("--roles", str(roles))
     assert proc.returncode == 1
     assert "roles/proxmox_lxc_gpu/tasks/lockstep.yml: task" in proc.stdout
