@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Role tags: the lint (tests/lint/role_tags.py, lint stage) passes on the roles and fails on an untagged task or an
+"""Role tags: the lint (tests/lint/role_tags.py; the lint stage runs it on the roles) passes on a copy and fails on an untagged task or an
 include without ``apply``; ``--tags <role>_<phase>`` selects what it names (ansible-playbook --list-tasks)."""
 from __future__ import annotations
 
@@ -19,11 +19,6 @@ LINT = os.path.join(harness.ROOT, "tests", "lint", "role_tags.py")
 
 def run_lint(*extra):
     return subprocess.run([sys.executable, LINT, *extra], capture_output=True, text=True, check=False)
-
-
-def test_every_role_task_is_tagged():
-    proc = run_lint()
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.fixture(name="roles")
