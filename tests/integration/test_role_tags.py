@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Role tags: the lint (tests/lint/role_tags.py; the lint stage runs it on the roles) passes on a copy and fails on an untagged task or an
-include without ``apply``; ``--tags <role>_<phase>`` selects what it names (ansible-playbook --list-tasks)."""
+"""Role tags: the lint (tests/lint/role_tags.py; the lint stage runs it on the roles) passes on a copy of two roles
+and fails on an untagged task or an include without ``apply``; ``--tags <role>_<phase>`` selects what it names
+(ansible-playbook --list-tasks)."""
 from __future__ import annotations
 
 import os
