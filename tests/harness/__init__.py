@@ -23,6 +23,11 @@ import sys
 import tempfile
 import time
 
+import pytest
+import yaml
+
+from ansible.module_utils.testing import patch_module_args
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -55,7 +60,6 @@ def ansible_env(**extra):
 
 def edit_yaml(path, change):
     """Load the YAML file, let ``change(data)`` edit it in place, write it back (tests that break a copy on purpose)."""
-    import yaml
     with open(path, encoding="utf-8") as f:
         data = yaml.safe_load(f)
     change(data)
@@ -104,9 +108,6 @@ def run_module(name, args, tmp_path=None, python=None, pythonpath=(), check_mode
 def call_module(capsys, module, args, check_mode=False):
     """Call ``module.main()`` in this process with ``args`` (monkeypatch what it imports first); returns the
     result, a ModuleResult whose ``rc`` is the exit code the real exit_json (0) or fail_json (1) chose."""
-    import pytest
-    from ansible.module_utils.testing import patch_module_args
-
     payload = dict(args)
     if check_mode:
         payload["_ansible_check_mode"] = True
