@@ -68,7 +68,22 @@ def test_tags_select_the_phase(tmp_path):
     listed = list_tasks(tmp_path, "nvidia_driver", "nvidia_driver_verify")
     names = [line.split(" : ", 1)[1].split("\tTAGS:")[0].strip() for line in listed]
     assert names == verify, listed
-    # the dynamic includes are selected by their phase (their tasks carry it through apply, checked by the lint)
-    listed = " ".join(list_tasks(tmp_path, "nvidia_driver", "nvidia_driver_configure"))
-    assert "Host-only settings (nouveau, persistence daemon, fabric manager)" in listed
-    assert "Verify with nvidia-smi" not in listed and "Check inputs" not in listed
+
+
+def test_tags_run_the_tasks_inside_an_include(tmp_path):
+    """A real run of proxmox_lxc_gpu on localhost with --tags proxmox_lxc_gpu_verify: the lockstep include is dynamic
+    (--list-tasks cannot show what is in it); its tasks run (skipped by lockstep=skip, so nothing is touched), the
+    other phases do not."""
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False,
+                                     "roles": ["gpuhost.sglang.proxmox_lxc_gpu"]}]))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+                           "-e", "proxmox_lxc_gpu_ctid=101", "-e", "proxmox_lxc_gpu_lockstep=skip",
+                           "--tags", "proxmox_lxc_gpu_verify", str(play)], env=harness.ansible_env(), cwd=harness.ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    with open(os.path.join(harness.ROOT, "roles", "proxmox_lxc_gpu", "tasks", "lockstep.yml"), encoding="utf-8") as f:
+        for task in yaml.safe_load(f):
+            assert "TASK [gpuhost.sglang.proxmox_lxc_gpu : %s]" % task["name"] in proc.stdout, proc.stdout
+    assert "Read the host and check the request" not in proc.stdout and "Start the container" not in proc.stdout
