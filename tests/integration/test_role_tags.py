@@ -32,7 +32,7 @@ def roles_fixture(tmp_path):
 def test_lint_fails_on_an_untagged_task(roles):
     assert run_lint("--roles", str(roles)).returncode == 0
     harness.edit_yaml(roles / "nccl" / "tasks" / "main.yml",
-               lambda tasks: tasks.append({"name": "Deliberately untagged", "ansible.builtin.debug": {"msg": "x"}}))
+                      lambda tasks: tasks.append({"name": "Deliberately untagged", "ansible.builtin.debug": {"msg": "x"}}))
     proc = run_lint("--roles", str(roles))
     assert proc.returncode == 1
     assert "roles/nccl/tasks/main.yml: task 'Deliberately untagged': has [], needs nccl and nccl_<phase>" in proc.stdout
