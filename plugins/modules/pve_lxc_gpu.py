@@ -21,6 +21,8 @@ description:
   - Requires Proxmox VE 8.1 or later (C(devN) support in C(pct)).
 author:
   - gpuhost.sglang contributors (@gpuhost)
+extends_documentation_fragment:
+  - gpuhost.sglang.host_paths
 options:
   ctid:
     description: The container id (100..999999999). The container must exist.
@@ -51,14 +53,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  sysroot:
-    description: Prefix for /proc reads; leave C(/) on real hosts (tests point it at a fake tree).
-    type: path
-    default: /
-  dev_root:
-    description: Directory holding the host's device nodes.
-    type: path
-    default: /dev
   cgroup_v1:
     description: Also render legacy C(lxc.cgroup.devices.allow) lines in RV(lxc_raw) (for plain LXC on cgroup v1 hosts).
     type: bool

@@ -24,19 +24,12 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuhost.sglang.attributes.check_mode_full
+  - gpuhost.sglang.host_paths
 options:
   nvidia_modprobe:
     description: Path of nvidia-modprobe on the host.
     type: path
     default: /usr/bin/nvidia-modprobe
-  sysroot:
-    description: Prefix for /proc reads; leave C(/) on real hosts (tests point it at a fake tree).
-    type: path
-    default: /
-  dev_root:
-    description: Directory holding the host's device nodes.
-    type: path
-    default: /dev
 """
 
 EXAMPLES = r"""

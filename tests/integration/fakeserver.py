@@ -330,15 +330,7 @@ class Fake(object):
 # (start a fake server as a subprocess; run the module like Ansible does)
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-MODULE = os.path.join(ROOT, "plugins", "modules", "serving_bench.py")
 FAKESERVER = os.path.join(HERE, "fakeserver.py")
-
-
-def collections_path():
-    parts = ROOT.split(os.sep)
-    if len(parts) >= 3 and parts[-3] == "ansible_collections":
-        return os.sep.join(parts[:-3])
-    return os.path.join(ROOT, "collections")
 
 
 @contextlib.contextmanager
@@ -371,23 +363,13 @@ def free_port():
 
 
 def run_module(tmp_path, python=None, **args):
-    """Run serving_bench like Ansible does; returns (result dict, seconds). The tests size their levels
-    themselves (num_prompts), so the module's minimum duration and request count are off unless a test sets them."""
+    """Run serving_bench like Ansible does (tests/harness); returns (result dict, seconds). The tests size their
+    levels themselves (num_prompts), so the module's minimum duration and request count are off unless a test sets
+    them."""
+    from ansible_collections.gpuhost.sglang.tests import harness  # pylint: disable=import-outside-toplevel
     args = dict({"min_duration_s": 0, "min_requests": 1}, **args)
-    argfile = os.path.join(str(tmp_path), "args-%d.json" % time.monotonic_ns())
-    with open(argfile, "w") as f:
-        json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
-    env = dict(os.environ, PYTHONPATH=collections_path())
-    t0 = time.monotonic()
-    cp = subprocess.run([python or sys.executable, MODULE, argfile], capture_output=True, text=True, env=env,
-                        timeout=600, check=False)
-    dt = time.monotonic() - t0
-    try:
-        res = json.loads(cp.stdout)
-    except ValueError:
-        raise AssertionError("module printed no JSON (rc %s): %s %s" % (cp.returncode, cp.stdout[-2000:],
-                                                                        cp.stderr[-2000:]))
-    return res, dt
+    res = harness.run_module("serving_bench", args, tmp_path=tmp_path, python=python)
+    return res, res.seconds
 
 
 def main(argv=None):

@@ -22,10 +22,12 @@ import sys
 
 import pytest
 
+from ansible_collections.gpuhost.sglang.tests import harness
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.dirname(sys.executable)
 SGLANG_PY = os.path.join(ROOT, ".cache", "sglang-venv", "bin", "python")
-ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+ENV = harness.ansible_env()
 INVENTORIES = ["inventories/production", "inventories/sandbox"]
 
 

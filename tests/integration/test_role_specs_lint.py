@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 import pytest
-import yaml
+
+from ansible_collections.gpuhost.sglang.tests import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINT = os.path.join(ROOT, "tests", "lint", "role_specs.py")
@@ -30,14 +31,6 @@ def tree_fixture(tmp_path):
     return tmp_path / "roles"
 
 
-def edit_yaml(path, change):
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
-    change(data)
-    with open(path, "w", encoding="utf-8") as f:
-        yaml.safe_dump(data, f, sort_keys=False)
-
-
 def test_the_collections_roles_are_clean():
     proc = run_lint(os.path.join(ROOT, "roles"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -51,7 +44,7 @@ def test_committed_copy_is_clean(tree):
 
 def test_stale_readme_fails_then_passes_after_make_role_docs(tree):
     spec = tree / "nccl" / "meta" / "argument_specs.yml"
-    edit_yaml(spec, lambda d: d["argument_specs"]["main"]["options"]["nccl_conf_path"].update(
+    harness.edit_yaml(spec, lambda d: d["argument_specs"]["main"]["options"]["nccl_conf_path"].update(
         description="A description changed without regenerating the README."))
     proc = run_lint(str(tree))
     assert proc.returncode == 1
@@ -77,7 +70,7 @@ def test_default_in_defaults_but_not_in_spec_fails(tree):
 
 
 def test_spec_default_without_role_default_fails(tree):
-    edit_yaml(tree / "nccl" / "meta" / "argument_specs.yml", lambda d: d["argument_specs"]["main"]["options"].update(
+    harness.edit_yaml(tree / "nccl" / "meta" / "argument_specs.yml", lambda d: d["argument_specs"]["main"]["options"].update(
         nccl_ghost={"type": "bool", "default": True, "description": "Only documented."}))
     proc = run_lint(str(tree), "--fix-docs")
     assert proc.returncode == 1
@@ -85,7 +78,7 @@ def test_spec_default_without_role_default_fails(tree):
 
 
 def test_default_value_disagreement_fails(tree):
-    edit_yaml(tree / "nccl" / "defaults" / "main.yml", lambda d: d.update(nccl_conf_path="/etc/other.conf"))
+    harness.edit_yaml(tree / "nccl" / "defaults" / "main.yml", lambda d: d.update(nccl_conf_path="/etc/other.conf"))
     proc = run_lint(str(tree))
     assert proc.returncode == 1
     assert "nccl_conf_path defaults to '/etc/other.conf' in defaults/main.yml but '/etc/nccl.conf'" in proc.stdout
@@ -100,9 +93,9 @@ def test_templated_default_is_compared_rendered(tree):
     with open(tree / "nccl" / "defaults" / "main.yml", "a", encoding="utf-8") as f:
         f.write("nccl_dir_a: /a\nnccl_dir_b: \"{{ nccl_dir_a }}/x\"\n")
     spec = tree / "nccl" / "meta" / "argument_specs.yml"
-    edit_yaml(spec, lambda d: add(d, "/a/x"))
+    harness.edit_yaml(spec, lambda d: add(d, "/a/x"))
     assert run_lint(str(tree), "--fix-docs").returncode == 0
-    edit_yaml(spec, lambda d: add(d, "/b/x"))
+    harness.edit_yaml(spec, lambda d: add(d, "/b/x"))
     proc = run_lint(str(tree), "--fix-docs")
     assert proc.returncode == 1 and "nccl_dir_b defaults to" in proc.stdout
 

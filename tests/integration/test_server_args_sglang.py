@@ -3,7 +3,7 @@
 Needs the fixture venv: ``tests/fixtures/sglang-venv.sh`` (stage 20 builds it; override the path
 with SGLANG_VENV). Set GPUHOST_SKIP_SGLANG=1 to skip instead of failing when it is missing.
 
-``python tests/integration/test_server_args_sglang.py --table`` prints the verdict table of the
+``PYTHONPATH=collections python tests/integration/test_server_args_sglang.py --table`` prints the verdict table of the
 seeds' command line (docs/flags-and-profiles.md).
 """
 
@@ -19,10 +19,11 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.gpuhost.sglang.tests import harness
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VENV = os.environ.get("SGLANG_VENV") or os.path.join(os.environ.get("GPUHOST_ROOT", ROOT), ".cache", "sglang-venv")
 PY = os.path.join(VENV, "bin", "python")
-MODULE = os.path.join(ROOT, "plugins", "modules", "server_args.py")
 PINNED = "0.5.23"
 
 
@@ -54,12 +55,9 @@ def run_module(options, **extra):
     args = {"python": PY, "engine": "sglang", "options": options, "renames": FLAGS["renames"], "removed": FLAGS["removed"],
             "expected_version": PINNED}
     args.update(extra)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "collections"))
-    proc = subprocess.run([sys.executable, MODULE, json.dumps({"ANSIBLE_MODULE_ARGS": args})], capture_output=True, text=True,
-                          env=env, timeout=300, check=False)
-    assert proc.stdout.strip(), proc.stderr
-    assert "Traceback" not in proc.stdout
-    return json.loads(proc.stdout)
+    out = harness.run_module("server_args", args, timeout=300)
+    assert "Traceback" not in out.stdout
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +223,7 @@ def test_ansible_playbook_rejects_the_seeds_line_before_anything_changes(tmp_pat
           - r.errors | map(attribute='option') | sort | list == ['nsa-decode-backend', 'nsa-prefill-backend', 'tp']
           - r.engine_version == '0.5.23'
 """ % (os.path.join(ROOT, "roles", "sglang", "vars", "flags.yml"), PY, json.dumps(SEEDS)))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    env = harness.ansible_env()
     venv_bin = os.path.dirname(sys.executable)
     proc = subprocess.run([os.path.join(venv_bin, "ansible-playbook"), "-i", "localhost,", "-c", "local",
                            "-e", "ansible_python_interpreter=%s" % sys.executable, str(play)],
@@ -266,7 +264,6 @@ def verdict_table(out):
 
 if __name__ == "__main__":
     if "--table" in sys.argv:
-        sys.path.insert(0, os.path.join(ROOT, "collections"))
         result = run_module(SEEDS)
         print("sglang %s, seeds' command line: %s" % (result["engine_version"], " ".join(SEEDS_ARGV)))
         print(verdict_table(result))

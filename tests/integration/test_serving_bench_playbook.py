@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from ansible_collections.gpuhost.sglang.tests import harness
 from fakeserver import ROOT, fake_server  # pylint: disable=import-error
 
 
@@ -28,8 +29,7 @@ def run_playbook(tmp_path, url, *extra):
         "          ansible_connection: local\n          ansible_host: 127.0.0.1\n"
         "          ansible_python_interpreter: %s\n          sglang_port: %s\n" % (sys.executable, port))
     rep = tmp_path / "reports"
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    env = harness.ansible_env(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     cmd = ["ansible-playbook", "-i", str(inv), os.path.join(ROOT, "playbooks", "bench.yml"),
            "-e", "bench_report_dir=%s" % rep, "-e", "input_len=8", "-e", "output_len=16",
            "-e", "bench_min_duration_s=0", "-e", "bench_min_requests=1"] + list(extra)

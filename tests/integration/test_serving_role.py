@@ -27,6 +27,8 @@ import sys
 
 import pytest
 
+from ansible_collections.gpuhost.sglang.tests import harness
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 WHEELHOUSE = os.path.join(ROOT, ".cache", "wheelhouse")
@@ -75,7 +77,7 @@ def deploy(host, extra=None):
            os.path.join(ROOT, "playbooks", "deploy.yml")]
     if extra:
         cmd += ["-e", json.dumps(extra)]
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env = harness.ansible_env()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False)
     recap = re.search(r"^%s\s+:\s+(.*)$" % NAME, proc.stdout, re.M)
     counts = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", recap.group(1))) if recap else {}

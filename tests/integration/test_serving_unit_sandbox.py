@@ -36,6 +36,8 @@ import time
 
 import pytest
 
+from ansible_collections.gpuhost.sglang.tests import harness
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 PLAYBOOK = os.path.join(ROOT, "tests", "integration", "files", "serving_unit.yml")
@@ -105,17 +107,9 @@ def render(host, layout):
     extra = {"sglang_test_nodes": layout["nodes"], "sglang_test_uvm_standin": layout.get("standin", False)}
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", host["inventory"], PLAYBOOK,
            "-e", json.dumps(extra)]
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env = harness.ansible_env()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
-
-
-def steps(text):
-    out = {}
-    for line in text.splitlines():
-        rec = json.loads(line)
-        out.setdefault(rec["step"], {})[rec["phase"]] = rec
-    return out
 
 
 def run_probe(host):
@@ -123,9 +117,9 @@ def run_probe(host):
               % (RESULT, PROBE, UNIT, PROBE_UNIT, RESULT))
     start = ssh(host, "systemctl start sglang-probe.service", check=False)
     show = ssh(host, "systemctl show -p Result -p ExecMainCode -p ExecMainStatus sglang-probe.service").stdout
-    result = steps(ssh(host, "cat %s" % RESULT, check=False).stdout)
-    control = steps(ssh(host, "python3 %s probe /tmp/probe-control.jsonl >/dev/null; cat /tmp/probe-control.jsonl"
-                        % PROBE, check=False).stdout)
+    result = json.loads(ssh(host, "python3 %s steps %s" % (PROBE, RESULT)).stdout)
+    control = json.loads(ssh(host, "python3 {0} probe /tmp/probe-control.jsonl >/dev/null; python3 {0} steps "
+                                   "/tmp/probe-control.jsonl".format(PROBE)).stdout)
     unit = ssh(host, "cat %s" % UNIT).stdout
     derived = ssh(host, "cat %s" % PROBE_UNIT).stdout
     ssh(host, "rm -f %s && systemctl daemon-reload" % PROBE_UNIT)

@@ -7,3 +7,5 @@ yamllint -s .
 ansible-lint --offline -q
 # Role interfaces: defaults == argument_specs, generated role READMEs up to date (make role-docs).
 python tests/lint/role_specs.py
+# Every task of every role tagged <role> and <role>_<phase>, as Ansible sees it through imports and includes.
+python tests/lint/role_tags.py

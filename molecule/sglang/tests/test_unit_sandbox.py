@@ -15,14 +15,6 @@ NODES = ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/
 CHANGED = ("Type=", "Restart=", "ExecStart=", "ExecStartPost=")
 
 
-def steps(text):
-    out = {}
-    for line in text.splitlines():
-        rec = json.loads(line)
-        out.setdefault(rec["step"], {})[rec["phase"]] = rec
-    return out
-
-
 @pytest.fixture(scope="module")
 def probe(host):
     with host.sudo():
@@ -32,12 +24,13 @@ def probe(host):
         host.run("systemctl daemon-reload")
         start = host.run("systemctl start sglang-probe.service")
         show = host.check_output("systemctl show -p Result -p ExecMainCode -p ExecMainStatus sglang-probe.service")
-        result = host.run("cat %s" % RESULT).stdout
-        control = host.run("python3 %s probe /tmp/probe-control.jsonl && cat /tmp/probe-control.jsonl" % PROBE)
+        result = host.run("python3 %s steps %s" % (PROBE, RESULT)).stdout
+        control = host.run("python3 {0} probe /tmp/probe-control.jsonl && python3 {0} steps /tmp/probe-control.jsonl"
+                           .format(PROBE))
         unit = host.file(UNIT).content_string
         derived = host.file(PROBE_UNIT).content_string
         host.run("rm -f %s; systemctl daemon-reload" % PROBE_UNIT)
-    return {"start": start, "show": show, "steps": steps(result), "control": steps(control.stdout),
+    return {"start": start, "show": show, "steps": json.loads(result or "{}"), "control": json.loads(control.stdout or "{}"),
             "unit": unit, "derived": derived}
 
 

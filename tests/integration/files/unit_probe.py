@@ -30,6 +30,9 @@ filter without SystemCallErrorNumber=) is named by the last "start" line:
              test hosts' systemd-nspawn allows it (src/nspawn/nspawn-seccomp.c), unlike @cpu-emulation/@obsolete
              calls, which nspawn itself already refuses.
 Run outside the unit (``probe`` as root or any user) it is the control: every step, including ``denied``, succeeds.
+
+``unit_probe.py steps RESULT`` prints RESULT as one JSON object, {step: {phase: record}} (``{}`` when the probe
+never wrote it); the tests read results only through it.
 """
 
 import ctypes
@@ -203,6 +206,17 @@ def probe(result_path):
     return 0
 
 
+def steps(result_path):
+    out = {}
+    if os.path.exists(result_path):
+        with open(result_path) as fh:
+            for line in fh.read().splitlines():
+                rec = json.loads(line)
+                out.setdefault(rec["step"], {})[rec["phase"]] = rec
+    sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
+    return 0
+
+
 CHANGED = ("Type", "Restart", "ExecStart", "ExecStartPost")
 
 
@@ -230,6 +244,8 @@ def derive(unit_path, probe_unit_path, result_path, probe_path=None):
 def main(argv):
     if len(argv) >= 2 and argv[1] == "probe" and len(argv) == 3:
         return probe(argv[2])
+    if len(argv) == 3 and argv[1] == "steps":
+        return steps(argv[2])
     if len(argv) in (5, 6) and argv[1] == "derive":
         return derive(*argv[2:])
     sys.stderr.write(__doc__)

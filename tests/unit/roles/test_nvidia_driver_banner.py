@@ -20,11 +20,10 @@ import sys
 
 import yaml
 
+from ansible_collections.gpuhost.sglang.tests import harness
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FIX = os.path.join(ROOT, "tests", "unit", "plugins", "module_utils", "gpu", "fixtures")
-# a clone has collections/ansible_collections/gpuhost/sglang -> the root; ansible-test runs inside .../ansible_collections/gpuhost/sglang
-COLLECTIONS = (os.path.join(ROOT, "collections") if os.path.isdir(os.path.join(ROOT, "collections"))
-               else os.path.dirname(os.path.dirname(os.path.dirname(ROOT))))
 CASES = {
     "open-565.57.01-ubuntu2404.txt": "565.57.01",
     "open-525.60.11-arch.txt": "525.60.11",
@@ -65,8 +64,7 @@ def test_loaded_version_from_real_banners(tmp_path):
     tasks.append({"name": "save", "ansible.builtin.copy": save})
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env = harness.ansible_env()
     out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
                           "-e", "ansible_python_interpreter=" + sys.executable, str(tmp_path / "play.yml")],
                          env=env, cwd=ROOT, capture_output=True, text=True, check=False)

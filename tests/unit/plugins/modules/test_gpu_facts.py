@@ -5,18 +5,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
-import sys
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.gpuhost.sglang.plugins.modules import gpu_facts
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gpu"))
-import fake_nvml as fake  # noqa: E402
+from ansible_collections.gpuhost.sglang.tests import harness
+from ansible_collections.gpuhost.sglang.tests.harness import fake_nvml as fake
 
 
 def run(monkeypatch, capsys, args, nvml="missing"):
@@ -26,10 +21,8 @@ def run(monkeypatch, capsys, args, nvml="missing"):
     else:
         monkeypatch.setattr(gpu_facts, "HAS_PYNVML", True)
         monkeypatch.setattr(gpu_facts, "pynvml", nvml)
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exc:
-            gpu_facts.main()
-    return exc.value.code, json.loads(capsys.readouterr().out)
+    out = harness.call_module(capsys, gpu_facts, args)
+    return out.rc, out
 
 
 def test_no_nvml_library_is_zero_gpus_not_a_failure(monkeypatch, capsys, tmp_path):

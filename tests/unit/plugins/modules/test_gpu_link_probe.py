@@ -7,20 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-import os
-import sys
-
 import pytest
-
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import link_probe
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts
 from ansible_collections.gpuhost.sglang.plugins.modules import gpu_link_probe
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gpu"))
-import fake_nvml as fake  # noqa: E402
+from ansible_collections.gpuhost.sglang.tests import harness
+from ansible_collections.gpuhost.sglang.tests.harness import fake_nvml as fake
 
 
 @pytest.fixture
@@ -43,10 +36,8 @@ def run(monkeypatch, capsys, args, p2p_gbps=None, busbw=None):
 
     monkeypatch.setattr(link_probe, "measure_p2p", fake_p2p)
     monkeypatch.setattr(link_probe, "measure_allreduce", fake_ar)
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exc:
-            gpu_link_probe.main()
-    return exc.value.code, json.loads(capsys.readouterr().out), calls
+    out = harness.call_module(capsys, gpu_link_probe, args)
+    return out.rc, out, calls
 
 
 def test_vfio_throttled_box_fails_and_lists_pairs(monkeypatch, capsys, rtx_facts):
@@ -93,8 +84,5 @@ def test_bad_input(monkeypatch, capsys, rtx_facts, args, msg):
 def test_missing_torch(monkeypatch, capsys, rtx_facts):
     monkeypatch.setattr(gpu_link_probe, "HAS_TORCH", False)
     monkeypatch.setattr(gpu_link_probe, "TORCH_IMPORT_ERROR", "ImportError: torch")
-    with patch_module_args({"facts": rtx_facts}):
-        with pytest.raises(SystemExit):
-            gpu_link_probe.main()
-    out = json.loads(capsys.readouterr().out)
+    out = harness.call_module(capsys, gpu_link_probe, {"facts": rtx_facts})
     assert out["failed"] and "torch" in out["msg"]

@@ -6,24 +6,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
 
+from ansible_collections.gpuhost.sglang.tests import harness
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
-MODULE = os.path.join(ROOT, "plugins", "modules", "server_args.py")
-
-
-def _collections_path():
-    # ansible-test copies the collection to .../ansible_collections/gpuhost/sglang; a clone has collections/
-    parts = ROOT.split(os.sep)
-    if len(parts) >= 3 and parts[-3] == "ansible_collections":
-        return os.sep.join(parts[:-3])
-    return os.path.join(ROOT, "collections")
 
 
 @pytest.fixture
@@ -36,15 +26,8 @@ def fake_python(tmp_path):
 
 
 def run_module(args, check_mode=False):
-    payload = dict(args)
-    if check_mode:
-        payload["_ansible_check_mode"] = True
-    env = dict(os.environ, PYTHONPATH=_collections_path())
-    proc = subprocess.run([sys.executable, MODULE, json.dumps({"ANSIBLE_MODULE_ARGS": payload})], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
-    assert proc.stdout.strip(), proc.stderr
-    out = json.loads(proc.stdout)
-    assert "Traceback" not in proc.stdout + proc.stderr
+    out = harness.run_module("server_args", args, check_mode=check_mode, timeout=120)
+    assert "Traceback" not in out.stdout + out.stderr
     return out
 
 

@@ -11,31 +11,17 @@ __metaclass__ = type
 import json
 import os
 import socket
-import subprocess
-import sys
 
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.modules import serving_bench as sb
+from ansible_collections.gpuhost.sglang.tests import harness
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
-MODULE = os.path.join(ROOT, "plugins", "modules", "serving_bench.py")
-
-
-def _collections_path():
-    parts = ROOT.split(os.sep)
-    if len(parts) >= 3 and parts[-3] == "ansible_collections":
-        return os.sep.join(parts[:-3])
-    return os.path.join(ROOT, "collections")
+MODULE = harness.module_path("serving_bench")
 
 
 def run(tmp_path, **args):
-    p = tmp_path / "args.json"
-    p.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    cp = subprocess.run([sys.executable, MODULE, str(p)], capture_output=True, text=True, timeout=120, check=False,
-                        env=dict(os.environ, PYTHONPATH=_collections_path()))
-    return json.loads(cp.stdout)
+    return harness.run_module("serving_bench", args, tmp_path=tmp_path, timeout=120)
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -108,12 +94,8 @@ def test_missing_aiohttp_is_a_clear_failure(tmp_path):
         "import sys\nclass _Block:\n    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'aiohttp' or name.startswith('aiohttp.'):\n            raise ImportError('blocked')\n"
         "        return None\nsys.meta_path.insert(0, _Block())\n")
-    p = tmp_path / "args.json"
-    p.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"base_url": "http://127.0.0.1:1", "probes_only": True}}))
-    env = dict(os.environ, PYTHONPATH=str(blocker) + os.pathsep + _collections_path())
-    cp = subprocess.run([sys.executable, MODULE, str(p)], capture_output=True, text=True, timeout=120, check=False,
-                        env=env)
-    res = json.loads(cp.stdout)
+    res = harness.run_module("serving_bench", {"base_url": "http://127.0.0.1:1", "probes_only": True}, tmp_path=tmp_path,
+                             pythonpath=[blocker], timeout=120)
     assert res["failed"] and res["failure_class"] == "missing_library" and "aiohttp" in res["msg"]
     assert "Traceback" not in res["msg"]
 

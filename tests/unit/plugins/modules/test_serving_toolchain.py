@@ -8,7 +8,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import shutil
 import sys
@@ -17,15 +16,11 @@ import sysconfig
 import pytest
 import yaml
 
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.gpuhost.sglang.plugins.modules import serving_toolchain
+from ansible_collections.gpuhost.sglang.tests import harness
+from ansible_collections.gpuhost.sglang.tests.harness import ROOT
+from ansible_collections.gpuhost.sglang.tests.harness.toolchain_fake import NVCC_12_8, NVCC_13_0, SETTINGS, exe, fake_torch
 
-HERE = os.path.dirname(__file__)
-sys.path.insert(0, os.path.join(HERE, "..", "module_utils", "serving"))
-from toolchain_fake import NVCC_12_8, NVCC_13_0, SETTINGS, exe, fake_torch  # noqa: E402
-
-ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 with open(os.path.join(ROOT, "roles", "sglang", "vars", "cuda_compat.yml")) as fh:
     RULES = yaml.safe_load(fh)["sglang_cuda_driver_rules"]
 
@@ -68,10 +63,8 @@ def args_for(box, **over):
 
 
 def run(capsys, args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exc:
-            serving_toolchain.main()
-    return exc.value.code, json.loads(capsys.readouterr().out)
+    out = harness.call_module(capsys, serving_toolchain, args)
+    return out.rc, out
 
 
 @needs_cc

@@ -8,7 +8,6 @@ __metaclass__ = type
 
 import json
 import os
-import sys
 
 import pytest
 
@@ -16,9 +15,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import inputs
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import runner
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 from ansible_collections.gpuhost.sglang.plugins.modules import serving_bench as sb
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fakeclient import FakeClient  # noqa: E402 pylint: disable=wrong-import-position
+from ansible_collections.gpuhost.sglang.tests.harness.fake_bench_client import FakeClient
 
 
 def params(tmp_path=None, **kw):

@@ -6,15 +6,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import sys
 
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import link_probe as lp
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts as nf
-
-sys.path.insert(0, os.path.dirname(__file__))
-import fake_nvml as fake  # noqa: E402
+from ansible_collections.gpuhost.sglang.tests.harness import fake_nvml as fake
 
 
 @pytest.fixture(scope="module")

@@ -5,16 +5,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-import sys
-
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nccl as gpu_nccl
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts as nf
-
-sys.path.insert(0, os.path.dirname(__file__))
-import fake_nvml as fake  # noqa: E402
+from ansible_collections.gpuhost.sglang.tests.harness import fake_nvml as fake
 
 
 def as_dict(settings):

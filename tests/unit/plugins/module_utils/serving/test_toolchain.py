@@ -17,8 +17,7 @@ import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import toolchain as tc
 
-sys.path.insert(0, os.path.dirname(__file__))
-from toolchain_fake import CPU_JIT, NVCC_12_8, NVCC_13_0, SETTINGS, SGLANG_JIT, exe, fake_torch  # noqa: E402
+from ansible_collections.gpuhost.sglang.tests.harness.toolchain_fake import CPU_JIT, NVCC_12_8, NVCC_13_0, SETTINGS, SGLANG_JIT, exe, fake_torch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 ENGINE_VENV_PY = os.path.join(ROOT, ".cache", "engine-venv", "bin", "python")
