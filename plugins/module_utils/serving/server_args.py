@@ -448,6 +448,18 @@ def build_sglang():
         version = dist_version("sglang")
     return p, version, required
 
+def build_smg():
+    # SMG (PyPI smg): the parser `smg launch` builds (smg/launch_router.py parse_router_args: RouterArgs.add_cli_args
+    # on a plain ArgumentParser). smg/version.py lags the wheel (1.13.0 ships "1.1.0"): the dist metadata is the truth.
+    class P(argparse.ArgumentParser):
+        def error(self, message):
+            raise ProbeError(message)
+    from importlib.metadata import version as dist_version
+    from smg.router_args import RouterArgs
+    p = P(prog="smg launch", allow_abbrev=False, add_help=False)
+    RouterArgs.add_cli_args(p, use_router_prefix=False)
+    return p, dist_version("smg"), []
+
 def describe_argparse(p):
     opts = {}
     for a in p._actions:
@@ -546,6 +558,11 @@ def main():
             opts = describe_argparse(p)
             parse = lambda c: parse_chunk(p, c)
             prog = "sglang.launch_server"
+        elif ENGINE == "smg":
+            p, version, required = build_smg()
+            opts = describe_argparse(p)
+            parse = lambda c: parse_chunk(p, c)
+            prog = "smg launch"
         elif ENGINE == "transformers":
             cmd, version = build_click()
             opts, required = describe_click(cmd)
