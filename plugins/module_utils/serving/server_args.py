@@ -264,8 +264,10 @@ def precheck(options, renames=None, removed=None, abbreviations=None, version=No
 
 # --------------------------------------------------------------------------- verdicts
 
-def _err(option, problem, replacement=None, choices=None, message=None, evidence=None, candidates=None):
+def _err(option, problem, replacement=None, choices=None, message=None, evidence=None, candidates=None, value=None):
     e = {"option": option, "problem": problem}
+    if value is not None:
+        e["value"] = value
     if replacement:
         e["replacement"] = replacement
     if choices is not None:
@@ -293,7 +295,8 @@ def format_error(e):
         else:
             s = "%s is an ambiguous abbreviation of %s" % (opt, ", ".join("--" + c for c in e.get("candidates", [])))
     elif p == "invalid_choice":
-        s = "%s: invalid choice; valid choices: %s" % (opt, ", ".join(e.get("choices", [])))
+        s = "%s%s: invalid choice; valid choices: %s" % (
+            opt, " %s" % e["value"] if e.get("value") else "", ", ".join(e.get("choices", [])))
     elif p == "invalid_value":
         s = "%s: invalid value" % opt
     elif p == "missing":
@@ -359,7 +362,8 @@ def classify(chunks, parsed, meta, renames=None, removed=None):
             msg = _ANSI_RE.sub("", res["error"])
             action = opts.get(flag, {})
             if "invalid choice" in msg or (action.get("choices") and values and str(values[0]) not in [str(c) for c in action["choices"]]):
-                found.append(_err(name, "invalid_choice", choices=action.get("choices") or _choices_from_msg(msg), message=msg))
+                found.append(_err(name, "invalid_choice", choices=action.get("choices") or _choices_from_msg(msg), message=msg,
+                                  value=" ".join(str(v) for v in values)))
             else:
                 found.append(_err(name, "invalid_value", message=msg))
         elif res.get("unknown"):
