@@ -8,7 +8,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router
 
 
 def _wrap(func):
@@ -23,4 +23,5 @@ def _wrap(func):
 class FilterModule(object):
     def filters(self):
         return {"router_worker_urls": _wrap(fleet.worker_urls), "router_options": _wrap(fleet.router_options),
-                "roll_plan": _wrap(fleet.roll_plan), "roll_plan_lines": _wrap(fleet.roll_plan_lines)}
+                "roll_plan": _wrap(fleet.roll_plan), "roll_plan_lines": _wrap(fleet.roll_plan_lines),
+                "router_worker_successes": router.parse_worker_successes, "router_spread": router.spread}
