@@ -9,6 +9,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import roll_plan as plan
 
 
 def _wrap(func):
@@ -23,5 +24,5 @@ def _wrap(func):
 class FilterModule(object):
     def filters(self):
         return {"router_worker_urls": _wrap(fleet.worker_urls), "router_options": _wrap(fleet.router_options),
-                "roll_plan": _wrap(fleet.roll_plan), "roll_plan_lines": _wrap(fleet.roll_plan_lines),
+                "roll_plan": _wrap(plan.roll_plan), "roll_plan_lines": _wrap(plan.roll_plan_lines),
                 "router_worker_successes": router.parse_worker_successes, "router_spread": router.spread}

@@ -14,7 +14,7 @@ short_description: Drain, remove, add back and check workers of SGLang's model g
 version_added: "0.2.0"
 description:
   - Talks to the worker API of an SMG router (PyPI C(smg)); run it on the router host (C(delegate_to)).
-  - C(state=absent) removes every registration of O(url) (SMG drains it first: no new requests, in-flight requests
+  - C(state=absent) removes every registration of O(url) (SMG drains it first, no new requests, in-flight requests
     finish) and waits until the router forgets it, at most O(drain_timeout) seconds.
   - C(state=present) registers O(url) unless a ready registration exists, waits until SMG reports it ready, and with
     O(probe) sends requests through the router until one is counted as a success on that worker.
@@ -108,7 +108,6 @@ probe_requests:
   type: int
 """
 
-import json
 
 from ansible.module_utils.basic import AnsibleModule
 

@@ -22,12 +22,8 @@ import json
 import re
 import time
 
-try:
-    from ansible.module_utils.urls import open_url
-    from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-except ImportError:  # pragma: no cover - ansible is always there where this runs
-    open_url = None
-    HTTPError = URLError = Exception
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.urls import open_url
 
 
 class RouterError(Exception):

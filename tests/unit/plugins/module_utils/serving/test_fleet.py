@@ -13,6 +13,7 @@ import json
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import roll_plan
 
 HOSTS = ["h%02d" % i for i in range(64)]
 
@@ -24,37 +25,37 @@ HOSTS = ["h%02d" % i for i in range(64)]
     ([1, 2, "100%"], [1, 2, 2]),
 ])
 def test_batches_are_ansibles(serial, sizes):
-    got = fleet.batches(["a", "b", "c", "d", "e"], serial)
+    got = roll_plan.batches(["a", "b", "c", "d", "e"], serial)
     assert [len(b) for b in got] == sizes
     assert [h for b in got for h in b] == ["a", "b", "c", "d", "e"]
 
 
 def test_plan_64_hosts_canary_then_percentages():
-    plan = fleet.roll_plan(HOSTS, [1, "10%", "25%"], 48)
+    plan = roll_plan.roll_plan(HOSTS, [1, "10%", "25%"], 48)
     assert [b["size"] for b in plan] == [1, 6, 16, 16, 16, 9]
     assert plan[0]["hosts"] == ["h00"]
     assert all(b["ok"] for b in plan)
     assert plan[2]["serving"] == 48
-    lines = fleet.roll_plan_lines(plan)
+    lines = roll_plan.roll_plan_lines(plan)
     assert lines[0] == "batch 1: 1 host(s) out, 63 serving (floor 48): h00"
     assert "..." in lines[2]
 
 
 def test_plan_marks_batches_below_the_floor():
-    plan = fleet.roll_plan(HOSTS, "50%", 40)
+    plan = roll_plan.roll_plan(HOSTS, "50%", 40)
     assert [b["ok"] for b in plan] == [False, False]
-    assert "BELOW THE FLOOR" in fleet.roll_plan_lines(plan)[0]
+    assert "BELOW THE FLOOR" in roll_plan.roll_plan_lines(plan)[0]
 
 
 @pytest.mark.parametrize("serial", ["half", [1, "x%"], -1, [1.5]])
 def test_bad_serial_named(serial):
     with pytest.raises(fleet.FleetError, match=r"roll_serial="):
-        fleet.batches(HOSTS, serial)
+        roll_plan.batches(HOSTS, serial)
 
 
 def test_bad_floor_named():
     with pytest.raises(fleet.FleetError, match=r"roll_capacity_floor='many'"):
-        fleet.roll_plan(HOSTS, 1, "many")
+        roll_plan.roll_plan(HOSTS, 1, "many")
 
 
 def test_worker_urls_router_address_first():
