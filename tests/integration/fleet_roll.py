@@ -30,7 +30,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fakeserver import run_module  # noqa: E402  (runs plugins/modules/serving_bench.py as Ansible does)
 
-CHANGED = {"device": "cpu", "continuous-batching": True, "cb-num-blocks": 240, "cb-max-batch-tokens": 2048}
+CHANGED = {"device": "cpu", "continuous-batching": True, "cb-num-blocks": 224, "cb-max-batch-tokens": 2048}
 ORIGINAL = {"device": "cpu", "continuous-batching": True, "cb-num-blocks": 256, "cb-max-batch-tokens": 2048}
 
 

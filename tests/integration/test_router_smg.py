@@ -6,6 +6,9 @@ loopback in front of two fake OpenAI-compatible workers (tests/integration/fakes
 
 - the router role's options (plugins/module_utils/serving/fleet.py) pass smg's own parser; a bad policy is
   rejected with the valid choices listed;
+- with ``--backend sglang`` (SMG's HTTP router) the two OpenAI-compatible workers share the load; measured here with
+  smg 1.13.0, ``--backend openai`` sent every request of a model to one worker whatever the policy (it routes to
+  providers), so the router role's default is sglang, also in front of transformers serve or vLLM;
 - gpuhost.sglang.smg_worker state=absent drains a worker while streams run through it: every stream ends with
   [DONE], the router forgets the worker, no new request reaches it; state=present adds it back and proves, by the
   router's per-worker success counter, that a request through the router reaches it; the capacity floor refuses a
@@ -50,7 +53,7 @@ def module(name, **args):
 
 
 def options(urls, port, mport, **extra):
-    return fleet.router_options({"listen": "127.0.0.1", "port": port, "prometheus_port": mport, "backend": "openai",
+    return fleet.router_options({"listen": "127.0.0.1", "port": port, "prometheus_port": mport, "backend": "sglang",
                                  "policy": "round_robin", "worker_urls": urls,
                                  "health_check": {"health-check-interval-secs": 1}, "options": extra})
 
