@@ -79,9 +79,7 @@ def main():
     with open(os.path.join(tmp, "roll.log"), "w") as f:
         f.write(out)
     flat = " ".join(out.split())
-    outs = dict((h, float(s)) for h, s in re.findall(r"ok: \[(\S+)\] => msg: .*? out of the router ([0-9.]+) s", flat))
-    outs.update(dict((h, float(s)) for h, s in re.findall(
-        r"\[(\S+)\] => \{?\s*\"?msg\"?:? .{0,400}?out of the router ([0-9.]+) s", flat)))
+    outs = dict((h, float(s)) for h, s in re.findall(r"ok: \[(\w+)\] => msg: [^\]]*? out of the router ([0-9.]+) s", flat))
     halted = re.findall(r"Roll halted at (\S+)", flat)
     recap = dict(re.findall(r"^(\S+)\s+: (ok=.*)$", out, re.M))
     print(json.dumps({"rc": rc, "roll_wall_s": round(wall, 1), "requests_sent": totals["sent"],
