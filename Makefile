@@ -28,9 +28,10 @@ $(VENV)/.installed: requirements/dev.txt
 	$(PY) -m pip install -q -r requirements/dev.txt
 	touch $@
 
-## fixtures: offline engine wheelhouse, controller engine venv, the tiny model, the Debian monitoring packages (cached under .cache/)
+## fixtures: offline engine and router wheelhouses, controller engine venv, the tiny model, the Debian monitoring packages (cached under .cache/)
 fixtures: setup
 	bash tests/fixtures/wheelhouse.sh
+	bash tests/fixtures/router-wheelhouse.sh
 	bash tests/fixtures/engine-venv.sh
 	bash tests/fixtures/tinymodel.sh
 	bash tests/fixtures/monitoring-apt-repo.sh

@@ -29,9 +29,11 @@ options:
     type: path
     required: true
   engine:
-    description: Which engine's parser to build.
+    description:
+      - Which engine's parser to build. C(smg) is SGLang's model gateway (PyPI C(smg), the parser of C(smg launch)),
+        used by the C(router) role for the router's own options.
     type: str
-    choices: [sglang, transformers]
+    choices: [sglang, transformers, smg]
     default: sglang
   options:
     description:
@@ -186,7 +188,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             python=dict(type="path", required=True),
-            engine=dict(type="str", choices=["sglang", "transformers"], default="sglang"),
+            engine=dict(type="str", choices=["sglang", "transformers", "smg"], default="sglang"),
             options=dict(type="dict", required=True),
             renames=dict(type="raw", default=[]),
             removed=dict(type="list", elements="dict", default=[]),

@@ -264,8 +264,10 @@ def precheck(options, renames=None, removed=None, abbreviations=None, version=No
 
 # --------------------------------------------------------------------------- verdicts
 
-def _err(option, problem, replacement=None, choices=None, message=None, evidence=None, candidates=None):
+def _err(option, problem, replacement=None, choices=None, message=None, evidence=None, candidates=None, value=None):
     e = {"option": option, "problem": problem}
+    if value is not None:
+        e["value"] = value
     if replacement:
         e["replacement"] = replacement
     if choices is not None:
@@ -293,7 +295,8 @@ def format_error(e):
         else:
             s = "%s is an ambiguous abbreviation of %s" % (opt, ", ".join("--" + c for c in e.get("candidates", [])))
     elif p == "invalid_choice":
-        s = "%s: invalid choice; valid choices: %s" % (opt, ", ".join(e.get("choices", [])))
+        s = "%s%s: invalid choice; valid choices: %s" % (
+            opt, " %s" % e["value"] if e.get("value") else "", ", ".join(e.get("choices", [])))
     elif p == "invalid_value":
         s = "%s: invalid value" % opt
     elif p == "missing":
@@ -359,7 +362,8 @@ def classify(chunks, parsed, meta, renames=None, removed=None):
             msg = _ANSI_RE.sub("", res["error"])
             action = opts.get(flag, {})
             if "invalid choice" in msg or (action.get("choices") and values and str(values[0]) not in [str(c) for c in action["choices"]]):
-                found.append(_err(name, "invalid_choice", choices=action.get("choices") or _choices_from_msg(msg), message=msg))
+                found.append(_err(name, "invalid_choice", choices=action.get("choices") or _choices_from_msg(msg), message=msg,
+                                  value=" ".join(str(v) for v in values)))
             else:
                 found.append(_err(name, "invalid_value", message=msg))
         elif res.get("unknown"):
@@ -447,6 +451,18 @@ def build_sglang():
         from importlib.metadata import version as dist_version
         version = dist_version("sglang")
     return p, version, required
+
+def build_smg():
+    # SMG (PyPI smg): the parser `smg launch` builds (smg/launch_router.py parse_router_args: RouterArgs.add_cli_args
+    # on a plain ArgumentParser). smg/version.py lags the wheel (1.13.0 ships "1.1.0"): the dist metadata is the truth.
+    class P(argparse.ArgumentParser):
+        def error(self, message):
+            raise ProbeError(message)
+    from importlib.metadata import version as dist_version
+    from smg.router_args import RouterArgs
+    p = P(prog="smg launch", allow_abbrev=False, add_help=False)
+    RouterArgs.add_cli_args(p, use_router_prefix=False)
+    return p, dist_version("smg"), []
 
 def describe_argparse(p):
     opts = {}
@@ -546,6 +562,11 @@ def main():
             opts = describe_argparse(p)
             parse = lambda c: parse_chunk(p, c)
             prog = "sglang.launch_server"
+        elif ENGINE == "smg":
+            p, version, required = build_smg()
+            opts = describe_argparse(p)
+            parse = lambda c: parse_chunk(p, c)
+            prog = "smg launch"
         elif ENGINE == "transformers":
             cmd, version = build_click()
             opts, required = describe_click(cmd)

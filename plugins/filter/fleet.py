@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import roll_plan as plan
+
+
+def _wrap(func):
+    def run(*args, **kw):
+        try:
+            return func(*args, **kw)
+        except fleet.FleetError as exc:
+            raise AnsibleFilterError(str(exc))
+    return run
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"router_worker_urls": _wrap(fleet.worker_urls), "router_options": _wrap(fleet.router_options),
+                "roll_plan": _wrap(plan.roll_plan), "roll_plan_lines": _wrap(plan.roll_plan_lines),
+                "router_worker_successes": router.parse_worker_successes, "router_spread": router.spread}
