@@ -31,25 +31,21 @@ import urllib.request
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fakeserver import collections_path, fake_server, free_port  # noqa: E402
+from fakeserver import fake_server, free_port  # noqa: E402
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router  # noqa: E402
+from ansible_collections.gpuhost.sglang.tests import harness  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VENV = os.environ.get("GPUHOST_ROUTER_VENV") or os.path.join(ROOT, ".cache", "router-venv")
 SMG = os.path.join(VENV, "bin", "smg")
-MODULES = os.path.join(ROOT, "plugins", "modules")
 
 if not os.access(SMG, os.X_OK):
     pytestmark = pytest.mark.skip(reason="no smg at %s: run tests/fixtures/router-wheelhouse.sh (make fixtures)" % SMG)
 
 
 def module(name, **args):
-    env = dict(os.environ, PYTHONPATH=collections_path())
-    cp = subprocess.run([sys.executable, os.path.join(MODULES, name + ".py"), json.dumps({"ANSIBLE_MODULE_ARGS": args})],
-                        capture_output=True, text=True, env=env, timeout=300, check=False)
-    assert cp.stdout.strip(), cp.stderr
-    return json.loads(cp.stdout)
+    return harness.run_module(name, args, timeout=300)
 
 
 def options(urls, port, mport, **extra):
