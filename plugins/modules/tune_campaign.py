@@ -46,6 +46,12 @@ options:
     description: The host's current C(sglang_options), the campaign's base unless it sets C(base).
     type: dict
     default: {}
+  profile_options:
+    description:
+      - The serving role's profile options for this host (merged under the candidates' as the role does), so that a
+        candidate equal to the base once merged is not run twice.
+    type: dict
+    default: {}
   state_dir:
     description: Controller directory of campaign state; the state file is C(<state_dir>/<name>/state.jsonl).
     type: path
@@ -188,7 +194,7 @@ def run(p, check_mode):
         if p.get(key) is None:
             raise CampaignError(key, None, "required with action=%s" % p["action"])
     if p["action"] == "plan":
-        plan = tune_campaign.load(load_campaign(p["campaign"]), p["base_options"])
+        plan = tune_campaign.load(load_campaign(p["campaign"]), p["base_options"], p["profile_options"])
         st = CampaignState(state_path(p["state_dir"], plan["name"]))
         rows = st.rows()
         by_id = dict((c["id"], c) for c in plan["candidates"])
@@ -237,6 +243,7 @@ def main():
             action=dict(type="str", required=True, choices=["plan", "begin", "record", "report", "adopted"]),
             campaign=dict(type="raw"),
             base_options=dict(type="dict", default={}),
+            profile_options=dict(type="dict", default={}),
             state_dir=dict(type="path", required=True),
             plan=dict(type="dict"),
             index=dict(type="int"),

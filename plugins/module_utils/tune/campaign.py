@@ -129,19 +129,42 @@ def _scalar_ok(v):
 
 
 def _space(doc):
+    """[(key, [delta dict, ...])]: an option's values become {option: value}; a group (a name whose values are
+    all mappings, e.g. an attention backend pair) contributes each mapping whole."""
     if not isinstance(doc, dict) or not doc:
         raise CampaignError("space", doc, "a non-empty mapping of option -> list of values, e.g. {mem-fraction-static: [0.85, 0.92]}")
     out = []
     for name, values in doc.items():
-        key = option_key(name, "space.%s" % name)
         if not isinstance(values, list) or not values:
-            raise CampaignError("space.%s" % name, values, "a non-empty list of values")
-        for i, v in enumerate(values):
-            if not (_scalar_ok(v) or (isinstance(v, list) and all(_scalar_ok(x) for x in v))):
-                raise CampaignError("space.%s[%d]" % (name, i), v, "a scalar (str, number, bool, null) or a list of scalars")
+            raise CampaignError("space.%s" % name, values, "a non-empty list of values (or of option mappings for a group)")
+        if all(isinstance(v, dict) for v in values):
+            deltas = []
+            for i, v in enumerate(values):
+                delta = {}
+                for k, x in v.items():
+                    if not (_scalar_ok(x) or (isinstance(x, list) and all(_scalar_ok(y) for y in x))):
+                        raise CampaignError("space.%s[%d].%s" % (name, i, k), x, "a scalar or a list of scalars")
+                    delta[option_key(k, "space.%s[%d].%s" % (name, i, k))] = x
+                deltas.append(delta)
+            key = "group:%s" % name
+        else:
+            key = option_key(name, "space.%s" % name)
+            deltas = []
+            for i, v in enumerate(values):
+                if not (_scalar_ok(v) or (isinstance(v, list) and all(_scalar_ok(x) for x in v))):
+                    raise CampaignError("space.%s[%d]" % (name, i), v,
+                                        "a scalar (str, number, bool, null) or a list of scalars; a group lists only mappings")
+                deltas.append({key: v})
         if any(k == key for k, _v in out):
             raise CampaignError("space.%s" % name, values, "the option appears twice (with and without leading --)")
-        out.append((key, list(values)))
+        out.append((key, deltas))
+    return out
+
+
+def _merge(deltas):
+    out = {}
+    for d in deltas:
+        out.update(d)
     return out
 
 
@@ -155,32 +178,43 @@ def candidate_id(options):
 
 
 def _deltas(space, strategy):
-    """Ordered option deltas (dicts), the tiers tagged, before de-duplication."""
+    """Ordered (tier, option delta) pairs, before de-duplication."""
+    def one_at_a_time(entries, tier):
+        return [(tier, d) for _k, vals in entries for d in vals]
+
+    def product(entries, tier):
+        return [(tier, _merge(combo)) for combo in itertools.product(*[vals for _k, vals in entries])]
+
     if strategy == "one_at_a_time":
-        return [(1, {k: v}) for k, vals in space for v in vals]
+        return one_at_a_time(space, 1)
     if strategy == "grid":
-        names = [k for k, _v in space]
-        return [(1, dict(zip(names, combo))) for combo in itertools.product(*[vals for _k, vals in space])]
-    tier1 = [(1, {k: v}) for k, vals in space[:TIER1_OPTIONS] for v in vals]
-    first = space[:TIER2_OPTIONS]
-    tier2 = [(2, dict(zip([k for k, _v in first], combo))) for combo in itertools.product(*[vals for _k, vals in first])]
-    tier3 = [(3, dict(zip([k for k, _v in space], combo))) for combo in itertools.product(*[vals for _k, vals in space])]
-    return tier1 + tier2 + tier3
+        return product(space, 1)
+    return one_at_a_time(space[:TIER1_OPTIONS], 1) + product(space[:TIER2_OPTIONS], 2) + product(space, 3)
 
 
-def expand(space, strategy, base, max_candidates):
-    """Candidates in order: the base first, then the strategy's, de-duplicated by full option set.
+def expand(space, strategy, base, max_candidates, profile=None):
+    """Candidates in order: the base first, then the strategy's, de-duplicated by the effective option set
+    (``profile`` options under the candidate's, as the serving role merges them).
 
-    Returns (candidates, left_out): each candidate {id, index, name, tier, delta, options}; left_out counts the
-    distinct candidates beyond max_candidates."""
-    cands = [{"id": candidate_id(base), "index": 0, "name": "base", "tier": 0, "delta": {}, "options": dict(base)}]
+    Returns (candidates, left_out): each candidate {id, index, name, tier, delta, options}; ``options`` is what
+    goes into sglang_options; left_out counts the distinct candidates beyond max_candidates."""
+    profile = profile or {}
+
+    def effective(opts):
+        out = dict(profile)
+        out.update(opts)
+        return out
+
+    base_eff = effective(base)
+    cands = [{"id": candidate_id(base_eff), "index": 0, "name": "base", "tier": 0, "delta": {}, "options": dict(base)}]
     seen = set([cands[0]["id"]])
     left_out = 0
     for tier, delta in _deltas(space, strategy):
         opts = dict(base)
         opts.update(delta)
-        delta = dict((k, v) for k, v in delta.items() if base.get(k, None) != v or k not in base)
-        cid = candidate_id(opts)
+        eff = effective(opts)
+        delta = dict((k, v) for k, v in delta.items() if k not in base_eff or base_eff[k] != v)
+        cid = candidate_id(eff)
         if cid in seen:
             continue
         seen.add(cid)
@@ -192,7 +226,7 @@ def expand(space, strategy, base, max_candidates):
     return cands, left_out
 
 
-def load(doc, base_options=None):
+def load(doc, base_options=None, profile_options=None):
     """Validate a campaign document and expand it. Raises CampaignError naming the one wrong key."""
     if not isinstance(doc, dict):
         raise CampaignError("campaign", doc, "a YAML mapping with name, space, strategy, workload, objective")
@@ -208,6 +242,11 @@ def load(doc, base_options=None):
     if not isinstance(base, dict):
         raise CampaignError("base", base, "a mapping of options (default: the host's sglang_options)")
     base = dict((option_key(k, "base.%s" % k), v) for k, v in base.items())
+    if "base" in doc and base_options is not None:
+        host = dict((option_key(k, "sglang_options.%s" % k), v) for k, v in base_options.items())
+        if host != base:
+            raise CampaignError("base", doc["base"], "the host's sglang_options %s (the base is what the host serves; "
+                                "leave base out or deploy it first)" % canonical(host))
     strategy = doc.get("strategy", "one_at_a_time")
     if strategy not in STRATEGIES:
         raise CampaignError("strategy", strategy, "one of %s" % ", ".join(STRATEGIES))
@@ -219,7 +258,7 @@ def load(doc, base_options=None):
     objective = _objective(doc.get("objective", {}), workload)
     adopt = _adopt(doc.get("adopt"))
     rules = memory.load_rules(doc.get("crash_rules"))
-    cands, left_out = expand(space, strategy, base, max_candidates)
+    cands, left_out = expand(space, strategy, base, max_candidates, profile_options)
     return {"name": name, "description": doc.get("description", ""), "base": base, "strategy": strategy,
             "space": [[k, v] for k, v in space], "max_candidates": max_candidates, "time_budget_s": budget,
             "workload": workload, "objective": objective, "adopt": adopt, "crash_rules": rules,

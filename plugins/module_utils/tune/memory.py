@@ -8,7 +8,8 @@ out a pending candidate when
   - ``option`` / ``direction``: the candidate's value of that numeric option is at or above (or at or below)
     the failed row's value, and
   - ``same``: every listed option has the same value in both (absent = null), and
-  - ``when``: the candidate's options match (option -> list of allowed values; null = absent).
+  - ``when``: the candidate's options match (option -> list of allowed values; null = absent), and
+  - ``when_not``: none of the candidate's options has a listed value.
 The answer names the row that ruled the candidate out. Rules are data: the campaign may replace the defaults.
 """
 
@@ -32,7 +33,9 @@ DEFAULT_RULES = [
      "same": ["mem-fraction-static"],
      "evidence": "sglang docs advanced_features/hyperparameter_tuning.md (lower max-running-requests on OOM)"},
     {"class": "cuda_graph_capture", "same": ATTENTION_BACKENDS,
-     "when": {"disable-cuda-graph": [False, None]},
+     # graphs on in the candidate: neither the deprecated switch nor 0.5.23's per-phase backends turn them off
+     # (roles/sglang/vars/profiles.yml, no-cuda-graph fallbacks)
+     "when_not": {"disable-cuda-graph": [True], "cuda-graph-backend-decode": ["disabled"]},
      # a capture failure is a property of the backend's kernels under graphs; unverified beyond the seeds' box
      "evidence": "unverified (the seeds' SM120 capture failures, module_utils/serving/ready.py signature)"},
     {"class": "unsupported_arch", "same": ATTENTION_BACKENDS,
@@ -40,7 +43,7 @@ DEFAULT_RULES = [
 ]
 
 DIRECTIONS = ("at_or_above", "at_or_below")
-RULE_KEYS = ("class", "option", "direction", "same", "when", "evidence")
+RULE_KEYS = ("class", "option", "direction", "same", "when", "when_not", "evidence")
 
 
 def load_rules(rules):
@@ -63,7 +66,9 @@ def load_rules(rules):
             raise CampaignError(key + ".same", r["same"], "a list of option names")
         if not isinstance(r.get("when", {}), dict) or any(not isinstance(v, list) for v in r.get("when", {}).values()):
             raise CampaignError(key + ".when", r.get("when"), "a mapping of option -> list of values")
-        if "option" not in r and not r.get("same") and not r.get("when"):
+        if not isinstance(r.get("when_not", {}), dict) or any(not isinstance(v, list) for v in r.get("when_not", {}).values()):
+            raise CampaignError(key + ".when_not", r.get("when_not"), "a mapping of option -> list of values")
+        if "option" not in r and not r.get("same") and not r.get("when") and not r.get("when_not"):
             raise CampaignError(key, r, "needs option+direction, same or when (otherwise it would rule out everything)")
         out.append(dict(r))
     return out
@@ -89,6 +94,9 @@ def _rule_matches(rule, failed, cand):
             return False
     for opt, allowed in rule.get("when", {}).items():
         if cand.get(opt) not in allowed:
+            return False
+    for opt, refused in rule.get("when_not", {}).items():
+        if cand.get(opt) in refused:
             return False
     return True
 

@@ -167,3 +167,18 @@ def write_all(out_dir, plan, rows, decision, make_plot=True):
         if p:
             files["plot"] = p
     return table, files, snip
+
+
+def plan_line(candidate, parsed):
+    """One line of the check-mode plan: index, name, the parser's verdict (and its errors when it rejects)."""
+    parsed = parsed or {}
+    name = candidate.get("name") or "base"
+    if parsed.get("failed"):
+        errors = parsed.get("errors") or []
+        why = "; ".join(str(e.get("text") or e.get("message") or e) if isinstance(e, dict) else str(e) for e in errors)
+        return "%d %s: REJECTED by the parser (%s)" % (candidate["index"], name, why or parsed.get("msg") or "no detail")
+    if parsed.get("validated") is False:
+        return "%d %s: not validated (%s)" % (candidate["index"], name, parsed.get("reason") or "no parser")
+    warn = parsed.get("parser_warnings") or []
+    return "%d %s: accepted by %s %s%s" % (candidate["index"], name, parsed.get("engine") or "the engine",
+                                           parsed.get("engine_version") or "", (" (warnings: %s)" % "; ".join(warn)) if warn else "")
