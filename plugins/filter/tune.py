@@ -4,6 +4,7 @@
 """Filters of playbooks/tune.yml.
 
 tune_plan_line   [candidate, server_args result] -> one line of the plan with the parser's verdict
+tune_merge       (candidate options, profile options, managed options) -> what the serving role renders
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,6 +22,17 @@ def tune_plan_line(pair):
     return plan_line(pair[0], pair[1])
 
 
+def tune_merge(options, profile=None, managed=None):
+    """The serving role's merge order: the profile under the candidate's options, the role-managed ones on top."""
+    for name, value in (("options", options), ("profile", profile), ("managed", managed)):
+        if value is not None and not isinstance(value, dict):
+            raise AnsibleFilterError("tune_merge: %s must be a mapping, got %s" % (name, type(value).__name__))
+    out = dict(profile or {})
+    out.update(options or {})
+    out.update(managed or {})
+    return out
+
+
 class FilterModule(object):
     def filters(self):
-        return {"tune_plan_line": tune_plan_line}
+        return {"tune_plan_line": tune_plan_line, "tune_merge": tune_merge}
