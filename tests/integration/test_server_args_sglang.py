@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import yaml
@@ -57,8 +58,12 @@ def run_module(options, **extra):
     if options is None:
         del args["options"]
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "collections"))
-    proc = subprocess.run([sys.executable, MODULE, json.dumps({"ANSIBLE_MODULE_ARGS": args})], capture_output=True, text=True,
-                          env=env, timeout=300, check=False)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:  # a campaign's sets exceed NAME_MAX as argv
+        json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
+    try:
+        proc = subprocess.run([sys.executable, MODULE, f.name], capture_output=True, text=True, env=env, timeout=300, check=False)
+    finally:
+        os.unlink(f.name)
     assert proc.stdout.strip(), proc.stderr
     assert "Traceback" not in proc.stdout
     return json.loads(proc.stdout)

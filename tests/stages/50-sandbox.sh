@@ -16,3 +16,9 @@ echo "$out" | grep -E '^sandbox +: .*changed=0 .*failed=0' >/dev/null || { echo 
 
 # The serving role's gate cases (bad flag, start failure, NaN and random models, fallback chain) on this host.
 GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -q -p no:cacheprovider -m serving_role tests/integration/test_serving_role.py
+
+# The tuning campaign (playbooks/tune.yml, campaigns/sandbox-cpu.yml) on this host: check mode, an interrupted
+# campaign resumed, the results, adoption and the changed=0 deploy after it.
+start=$(date +%s)
+GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -q -s -p no:cacheprovider tests/integration/test_tune_sandbox.py
+echo "tuning campaign tests: $(( $(date +%s) - start ))s"
