@@ -27,7 +27,7 @@ import time
 import pytest
 import yaml
 
-from test_serving_role import MODELS, ROOT, SSH_OPTS, TESTHOST, WHEELHOUSE, ssh  # noqa: F401 (one place for the host helpers)
+from test_serving_role import MODELS, ROOT, SANDBOX, TESTHOST, WHEELHOUSE, create_host, ssh
 
 USE_SANDBOX = os.environ.get("GPUHOST_ROLE_TEST_SANDBOX") == "1"
 NAME = "sandbox" if USE_SANDBOX else "tune"
@@ -46,24 +46,10 @@ if not (os.path.isdir(WHEELHOUSE) and os.path.isfile(os.path.join(MODELS, "good"
 def host(tmp_path_factory):
     state = str(tmp_path_factory.mktemp("tune-state"))
     if USE_SANDBOX:
-        yield {"name": NAME, "address": "10.231.200.2", "identity_file": "/var/cache/gpuhost-testhosts/id_ed25519",
-               "inventory": os.path.join(ROOT, "inventories", "sandbox", "hosts.yml"), "state": state}
+        yield dict(SANDBOX, state=state)
         return
-    subprocess.run([sys.executable, TESTHOST, "prepare"], env=ENV, check=True, capture_output=True)
-    proc = subprocess.run([sys.executable, TESTHOST, "create", NAME, "--bind-ro", WHEELHOUSE + ":/opt/wheelhouse"],
-                          env=ENV, check=True, capture_output=True, text=True)
-    info = json.loads(proc.stdout.strip().splitlines()[-1])
-    inv = tmp_path_factory.mktemp("inv")
-    (inv / "hosts.yml").write_text(
-        "all:\n  children:\n    sglang_servers:\n      hosts:\n        %s:\n          ansible_host: %s\n"
-        "          ansible_user: root\n          ansible_ssh_private_key_file: %s\n"
-        "          ansible_python_interpreter: /usr/bin/python3\n" % (NAME, info["address"], info["identity_file"]))
-    (inv / "group_vars").mkdir()
-    with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "sglang_servers.yml")) as fh:
-        gv = fh.read()
-    gv = re.sub(r"(?m)^sglang_model_controller_dir:.*$", "sglang_model_controller_dir: %s/good" % MODELS, gv)
-    (inv / "group_vars" / "sglang_servers.yml").write_text(gv)
-    info.update(inventory=str(inv / "hosts.yml"), state=state)
+    info = create_host(NAME, ENV, tmp_path_factory)
+    info["state"] = state
     try:
         rc, out, _c = playbook(info, "deploy.yml")
         assert rc == 0, out[-3000:]
