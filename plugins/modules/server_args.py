@@ -296,7 +296,7 @@ def main():
         module.fail_json(msg="engine_version: %s found in %s, expected_version is %s" % (version, p["python"], p["expected_version"]), **result)
     if many:
         for c in checked:
-            c["failed"] = bool(c["errors"])
+            c.update(failed=bool(c["errors"]), engine=p["engine"], engine_version=version)
             if c["errors"]:
                 c["msg"] = _problems(c["errors"], p["engine"], version)
         result.update(results=checked, validated=True,

@@ -163,6 +163,7 @@ def test_option_sets_one_interpreter_one_result_each(fake_python, tmp_path):
     out = run_module({"python": str(exe), "option_sets": sets})
     assert out["failed"] is True
     assert [r["failed"] for r in out["results"]] == [False, True, False]
+    assert out["results"][0]["engine_version"] == out["engine_version"] and out["results"][0]["engine"] == "sglang"
     assert "set 1:" in out["msg"] and "set 0:" not in out["msg"] and "mem-fraction-static" in out["results"][1]["msg"]
     assert out["results"][0]["argv"] == ["--model-path", "/m", "--tp-size", "2"]
     assert out["results"][2]["parser_warnings"], out["results"][2]
