@@ -160,8 +160,7 @@ def test_adoption_the_winner_becomes_last_known_good_and_deploy_is_unchanged(hos
     with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "sglang_servers.yml")) as fh:
         inventory_options = yaml.safe_load(fh)["sglang_options"]
     slow = dict(inventory_options, **{"continuous-batching": False})
-    rc, out, _c = playbook(host, "deploy.yml", {"sglang_options": slow})
-    assert rc == 0, out[-3000:]
+    # tune.yml deploys its base first: here that is the slow configuration, through the gate
     campaign = tmp_path / "adopt.yml"
     with open(CAMPAIGN) as f:
         doc = yaml.safe_load(f)
