@@ -101,7 +101,7 @@ def test_check_mode_prints_the_plan_and_changes_nothing(host):
     rc, out, counts = playbook(host, "tune.yml", {"campaign": CAMPAIGN}, check=True)
     assert rc == 0, out[-3000:]
     assert "0 base: accepted by transformers" in out
-    assert re.search(r'2 cb-num-blocks="plenty": REJECTED by the parser \([^)]*plenty', out), out[-3000:]
+    assert re.search(r'2 cb-num-blocks="plenty": REJECTED by the parser \(--cb-num-blocks: invalid value', out), out[-3000:]
     assert '4 device="cuda": accepted' in out
     assert events(host) == []
     assert served(host) == before
@@ -135,9 +135,13 @@ def test_interrupted_campaign_resumes_without_rerunning_finished_candidates(host
     assert sorted(rows) == [0, 1, 2, 3, 4]
     host["resume"] = {"finished_before": sorted(finished), "started_again": started_again}
     print("resume: finished before the interruption %s; started by the resumed run %s" % (sorted(finished), started_again))
-    # the campaign ended on last-known-good: byte-identical files (the MainPID changed: candidates ran)
-    assert served(host).split("\n")[:-1] == before.split("\n")[:-1]
-    assert "Verify | byte-identical" in out or "byte-identical" in out
+    # The campaign ended on last-known-good, checked by the playbook against its own "before" (taken after the base
+    # deploy). Against the state before the interrupted run: the unit and environment files are the same bytes;
+    # meta.json and the start-timeout drop-in carry the load time the base deploy measured when it put the base
+    # back after the interruption (the host was serving candidate 1 when it was interrupted).
+    assert re.search(r"Verify \| byte-identical to before the campaign\] \**\s*ok:", out), out[-3000:]
+    same = [0, 1, 3, 4]
+    assert [served(host).split("\n")[i] for i in same] == [before.split("\n")[i] for i in same]
 
 
 def test_results_table_and_plot(host):
