@@ -58,9 +58,11 @@ def host(tmp_path_factory):
         subprocess.run([sys.executable, TESTHOST, "destroy", NAME], env=ENV, check=False, capture_output=True)
 
 
-def _cmd(host, play, extra=None, check=False):
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", host["inventory"],
-           os.path.join(ROOT, "playbooks", play), "-e", json.dumps({"tune_state_dir": host["state"], "tune_plots": True})]
+def _cmd(host, play, extra=None, check=False, inventories=()):
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", host["inventory"]]
+    for inv in inventories:
+        cmd += ["-i", inv]
+    cmd += [os.path.join(ROOT, "playbooks", play), "-e", json.dumps({"tune_state_dir": host["state"], "tune_plots": True})]
     if extra:
         cmd += ["-e", json.dumps(extra)]
     if check:
@@ -77,8 +79,8 @@ def _recap(out):
     return dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", recap.group(1))) if recap else {}
 
 
-def playbook(host, play, extra=None, check=False):
-    proc = subprocess.run(_cmd(host, play, extra, check), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=1500,
+def playbook(host, play, extra=None, check=False, inventories=()):
+    proc = subprocess.run(_cmd(host, play, extra, check, inventories), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=1500,
                           check=False)
     # the yaml callback folds long messages: compare with whitespace collapsed
     return proc.returncode, " ".join((proc.stdout + proc.stderr).split()), _recap(proc.stdout)
@@ -164,13 +166,16 @@ def test_adoption_the_winner_becomes_last_known_good_and_deploy_is_unchanged(hos
     with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "sglang_servers.yml")) as fh:
         inventory_options = yaml.safe_load(fh)["sglang_options"]
     slow = dict(inventory_options, **{"continuous-batching": False})
-    # tune.yml deploys its base first: here that is the slow configuration, through the gate
+    # the base comes from the inventory (an extra var would override every candidate): a second inventory source
+    # gives the host the slow options; tune.yml deploys that base first, through the gate
+    base_inv = tmp_path / "slow.yml"
+    base_inv.write_text(yaml.safe_dump({"all": {"hosts": {NAME: {"sglang_options": slow}}}}))
     campaign = tmp_path / "adopt.yml"
     with open(CAMPAIGN) as f:
         doc = yaml.safe_load(f)
     doc.update(name="sandbox-cpu-adopt", space={"continuous-batching": [True]}, max_candidates=1)
     campaign.write_text(yaml.safe_dump(doc))
-    rc, out, _c = playbook(host, "tune.yml", {"campaign": str(campaign), "sglang_options": slow, "tune_adopt": True})
+    rc, out, _c = playbook(host, "tune.yml", {"campaign": str(campaign), "tune_adopt": True}, inventories=[str(base_inv)])
     assert rc == 0, out[-4000:]
     assert "Adopted" in out, out[-3000:]
     snippet = os.path.join(host["state"], "sandbox-cpu-adopt", "winner.yml")
