@@ -174,6 +174,9 @@ def test_adoption_the_winner_becomes_last_known_good_and_deploy_is_unchanged(hos
     with open(CAMPAIGN) as f:
         doc = yaml.safe_load(f)
     doc.update(name="sandbox-cpu-adopt", space={"continuous-batching": [True]}, max_candidates=1)
+    # measured on the loaded 2-core machine: continuous batching +26% tok/s at c=8 but p50 TPOT 50 -> 308 ms, which
+    # the default gate metrics call a regression; this test is about adoption, so only throughput gates here
+    doc["adopt"]["gate_metrics"] = ["output_throughput"]
     campaign.write_text(yaml.safe_dump(doc))
     rc, out, _c = playbook(host, "tune.yml", {"campaign": str(campaign), "tune_adopt": True}, inventories=[str(base_inv)])
     assert rc == 0, out[-4000:]
