@@ -37,11 +37,17 @@ options:
     default: sglang
   options:
     description:
-      - "Server options: C({long option name (with or without leading --): value})."
+      - "Server options: C({long option name (with or without leading --): value}). One of O(options) and O(option_sets)."
       - C(true) -> bare flag; C(false)/C(null) -> omitted, or C(--no-x) where the parser defines a BooleanOptionalAction;
         list -> values after one flag; dict -> JSON string; numbers -> string. Output is sorted by option name.
     type: dict
-    required: true
+  option_sets:
+    description:
+      - Several option mappings (for example a tuning campaign's candidates), validated with one start of the engine's
+        interpreter (importing SGLang takes seconds); each gets its own entry in RV(results).
+      - The task fails when any set has a problem; RV(results) says which.
+    type: list
+    elements: dict
   renames:
     description:
       - "Renamed options as data: a list of C({old, new, since, until, evidence}) (C(since) inclusive, C(until) exclusive),
@@ -147,6 +153,13 @@ suggested_argv:
   returned: when there are errors
   type: list
   elements: str
+results:
+  description:
+    - With O(option_sets), one entry per set in order, each with RV(argv), RV(command_line), RV(errors), RV(verdicts),
+      RV(parser_warnings), C(failed) and C(msg) (the problems) and RV(suggested_argv) when it has errors.
+  returned: with O(option_sets), when validated
+  type: list
+  elements: dict
 """
 
 import json
@@ -184,60 +197,24 @@ def run_probe(module, python, engine, requests, timeout):
     return answers
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            python=dict(type="path", required=True),
-            engine=dict(type="str", choices=["sglang", "transformers", "smg"], default="sglang"),
-            options=dict(type="dict", required=True),
-            renames=dict(type="raw", default=[]),
-            removed=dict(type="list", elements="dict", default=[]),
-            expected_version=dict(type="str"),
-            timeout=dict(type="int", default=180),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    result = dict(changed=False, engine=p["engine"], errors=[], parser_warnings=[], validated=False)
-    if not isinstance(p["renames"], (list, dict)):
-        module.fail_json(msg="renames must be a list of {old, new, since, until, evidence} or a {old: new} dict", **result)
-    try:
-        flag_rules(p["renames"], p["removed"], None)  # shape check before anything runs
-        result["argv"] = server_argv(p["options"])
-    except OptionsError as exc:
-        module.fail_json(msg=str(exc), **result)
-    result["command_line"] = shell_quote(result["argv"])
-    if not (os.path.isfile(p["python"]) and os.access(p["python"], os.X_OK)):
-        module.fail_json(msg="python: %s is not an executable file (expected the engine venv's interpreter)" % p["python"], **result)
+def _prepare(options):
+    """argv and parse chunks of one option set (raises OptionsError)."""
+    opts = {normalize_name(k): v for k, v in options.items()}
+    # Options set to false/null are not in the parse request: they render as --no-x only where the
+    # parser defines that negation (known after describe), else they are omitted.
+    plain = {k: v for k, v in opts.items() if v is not None and v is not False}
+    return opts, split_argv(server_argv(plain))
 
-    try:
-        opts = {normalize_name(k): v for k, v in p["options"].items()}
-        # Options set to false/null are not in the parse request: they render as --no-x only where the
-        # parser defines that negation (known after describe), else they are omitted.
-        plain = {k: v for k, v in opts.items() if v is not None and v is not False}
-        chunks = split_argv(server_argv(plain))
-        meta, ans = run_probe(module, p["python"], p["engine"], [{"op": "describe"}, {"op": "parse", "chunks": chunks}], p["timeout"])
-    except OptionsError as exc:
-        module.fail_json(msg=str(exc), **result)
-    except ProbeFailure as exc:
-        if p["engine"] == "transformers":
-            result["reason"] = "cannot introspect the transformers serve CLI: %s" % exc
-            module.exit_json(**result)
-        module.fail_json(msg="cannot build the %s parser with %s: %s" % (p["engine"], p["python"], exc), **result)
 
-    version = meta["engine_version"]
-    result["engine_version"] = version
+def _verdict(options, opts, chunks, ans, meta, rules):
+    """The result fields of one option set from the parser's answer."""
     known = meta["options"]
     negatable = [o[2:] for o, m in known.items() if m.get("negatable") and not o.startswith("--no-")]
-    argv = server_argv(p["options"], negatable=negatable)
-    try:
-        renames, removed = flag_rules(p["renames"], p["removed"], version)
-        for new_name, entry in reverse_renames(p["renames"], version).items():
-            renames.setdefault(new_name, entry)
-    except OptionsError as exc:
-        module.fail_json(msg=str(exc), **result)
+    argv = server_argv(options, negatable=negatable)
+    renames, removed = rules
     # Names whose value is false/null are checked for existence too (a typo must not vanish silently).
     parsed = list(ans["parsed"])
+    chunks = list(chunks)
     argv_chunks = list(chunks)
     for name in sorted(k for k, v in opts.items() if v is None or v is False):
         flag = "--" + name
@@ -253,15 +230,90 @@ def main():
     if not errors and not whole.get("ok", True):
         errors.append({"option": "(whole command line)", "problem": "invalid_value", "text": whole.get("error") or str(whole.get("unknown")),
                        "message": whole.get("error") or str(whole.get("unknown"))})
-    result.update(argv=argv, command_line=shell_quote(argv), errors=errors, verdicts=verdicts, validated=True, parser_warnings=warnings)
-    for w in warnings:
-        module.warn(w["warning"] if "--" + w["option"] in w["warning"] else "--%s: %s" % (w["option"], w["warning"]))
-    if p["expected_version"] and version != p["expected_version"]:
-        module.fail_json(msg="engine_version: %s found in %s, expected_version is %s" % (version, p["python"], p["expected_version"]), **result)
+    out = dict(argv=argv, command_line=shell_quote(argv), errors=errors, verdicts=verdicts, validated=True, parser_warnings=warnings)
     if errors:
-        result["suggested_argv"] = suggested_argv(argv_chunks, errors)
-        module.fail_json(msg="%d problem(s) in the %s %s options (nothing was changed): %s" % (
-            len(errors), p["engine"], version, "; ".join(e["text"] for e in errors)), **result)
+        out["suggested_argv"] = suggested_argv(argv_chunks, errors)
+    return out
+
+
+def _problems(errors, engine, version):
+    return "%d problem(s) in the %s %s options (nothing was changed): %s" % (
+        len(errors), engine, version, "; ".join(e["text"] for e in errors))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type="path", required=True),
+            engine=dict(type="str", choices=["sglang", "transformers", "smg"], default="sglang"),
+            options=dict(type="dict"),
+            option_sets=dict(type="list", elements="dict"),
+            renames=dict(type="raw", default=[]),
+            removed=dict(type="list", elements="dict", default=[]),
+            expected_version=dict(type="str"),
+            timeout=dict(type="int", default=180),
+        ),
+        required_one_of=[("options", "option_sets")],
+        mutually_exclusive=[("options", "option_sets")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    result = dict(changed=False, engine=p["engine"], errors=[], parser_warnings=[], validated=False)
+    many = p["option_sets"] is not None
+    sets = p["option_sets"] if many else [p["options"]]
+    if not isinstance(p["renames"], (list, dict)):
+        module.fail_json(msg="renames must be a list of {old, new, since, until, evidence} or a {old: new} dict", **result)
+    try:
+        flag_rules(p["renames"], p["removed"], None)  # shape check before anything runs
+        prepared = [_prepare(o) for o in sets]
+        if not many:
+            result["argv"] = server_argv(p["options"])
+            result["command_line"] = shell_quote(result["argv"])
+    except OptionsError as exc:
+        module.fail_json(msg=str(exc), **result)
+    if not (os.path.isfile(p["python"]) and os.access(p["python"], os.X_OK)):
+        module.fail_json(msg="python: %s is not an executable file (expected the engine venv's interpreter)" % p["python"], **result)
+
+    try:
+        answers = run_probe(module, p["python"], p["engine"],
+                            [{"op": "describe"}] + [{"op": "parse", "chunks": chunks} for _o, chunks in prepared], p["timeout"])
+    except ProbeFailure as exc:
+        if p["engine"] == "transformers":
+            result["reason"] = "cannot introspect the transformers serve CLI: %s" % exc
+            module.exit_json(**result)
+        module.fail_json(msg="cannot build the %s parser with %s: %s" % (p["engine"], p["python"], exc), **result)
+
+    meta = answers[0]
+    version = meta["engine_version"]
+    result["engine_version"] = version
+    try:
+        renames, removed = flag_rules(p["renames"], p["removed"], version)
+        for new_name, entry in reverse_renames(p["renames"], version).items():
+            renames.setdefault(new_name, entry)
+    except OptionsError as exc:
+        module.fail_json(msg=str(exc), **result)
+    checked = [_verdict(o, opts, chunks, ans, meta, (renames, removed)) for o, (opts, chunks), ans in zip(sets, prepared, answers[1:])]
+    if p["expected_version"] and version != p["expected_version"]:
+        result.update(checked[0] if not many else {"results": checked})
+        module.fail_json(msg="engine_version: %s found in %s, expected_version is %s" % (version, p["python"], p["expected_version"]), **result)
+    if many:
+        for c in checked:
+            c.update(failed=bool(c["errors"]), engine=p["engine"], engine_version=version)
+            if c["errors"]:
+                c["msg"] = _problems(c["errors"], p["engine"], version)
+        result.update(results=checked, validated=True,
+                      errors=[dict(e, set=i) for i, c in enumerate(checked) for e in c["errors"]],
+                      parser_warnings=[dict(w, set=i) for i, c in enumerate(checked) for w in c["parser_warnings"]])
+        if result["errors"]:
+            module.fail_json(msg="%d of %d option sets have problems: %s" % (
+                sum(1 for c in checked if c["failed"]), len(checked),
+                "; ".join("set %d: %s" % (i, c["msg"]) for i, c in enumerate(checked) if c["failed"])), **result)
+        module.exit_json(**result)
+    result.update(checked[0])
+    for w in result["parser_warnings"]:
+        module.warn(w["warning"] if "--" + w["option"] in w["warning"] else "--%s: %s" % (w["option"], w["warning"]))
+    if result["errors"]:
+        module.fail_json(msg=_problems(result["errors"], p["engine"], version), **result)
     module.exit_json(**result)
 
 

@@ -55,7 +55,9 @@ def run_module(options, **extra):
     args = {"python": PY, "engine": "sglang", "options": options, "renames": FLAGS["renames"], "removed": FLAGS["removed"],
             "expected_version": PINNED}
     args.update(extra)
-    out = harness.run_module("server_args", args, timeout=300)
+    if options is None:
+        del args["options"]
+    out = harness.run_module("server_args", args, timeout=300)  # args in a file: a campaign's sets exceed NAME_MAX
     assert "Traceback" not in out.stdout
     return out
 
@@ -268,3 +270,31 @@ if __name__ == "__main__":
         print("sglang %s, seeds' command line: %s" % (result["engine_version"], " ".join(SEEDS_ARGV)))
         print(verdict_table(result))
         print("\nsuggested argv: %s" % " ".join(result.get("suggested_argv", [])))
+
+
+def test_seeds_tuning_campaign_every_candidate_accepted():
+    """campaigns/seeds-glm5-sm120.yml over the production inventory's base and its SM120 profiles: every candidate
+    the campaign would start is accepted by SGLang 0.5.23's own parser (issue 14, Build 7)."""
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import campaign as tune_campaign
+    with open(os.path.join(ROOT, "inventories", "production", "group_vars", "sglang_servers.yml")) as f:
+        inv = yaml.safe_load(f)
+    with open(os.path.join(ROOT, "campaigns", "seeds-glm5-sm120.yml")) as f:
+        doc = yaml.safe_load(f)
+    profile = select_profile("12.0", inv["sglang_model_family"], PINNED, PROFILES)["options"]
+    plan = tune_campaign.load(doc, inv["sglang_options"], profile)
+    managed = {"model-path": inv["sglang_model_path"], "served-model-name": inv["sglang_model_name"],
+               "host": inv["sglang_listen_address"], "port": inv["sglang_port"]}
+    sets = []
+    for cand in plan["candidates"]:
+        opts = dict(profile)
+        opts.update(cand["options"])
+        opts.update(managed)
+        sets.append(opts)
+    out = run_module(None, option_sets=sets)  # one parser import for every candidate
+    assert out["validated"] is True and len(out["results"]) == len(sets), out.get("msg")
+    verdicts = [(c["index"], c["name"], r["failed"], r["errors"], r["parser_warnings"]) for c, r in zip(plan["candidates"], out["results"])]
+    print("\n".join("%d %s: %s" % (i, n or "base", "REJECTED %s" % e if f else "accepted" + (" (%s)" % w if w else ""))
+                    for i, n, f, e, w in verdicts))
+    assert len(plan["candidates"]) == doc["max_candidates"] + 1
+    assert [v for v in verdicts if v[2] or v[3]] == []

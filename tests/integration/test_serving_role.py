@@ -45,27 +45,36 @@ if not (os.path.isdir(WHEELHOUSE) and os.path.isfile(os.path.join(MODELS, "good"
     pytestmark.append(pytest.mark.skip(reason="fixtures missing: run tests/stages/20-fixtures.sh (make fixtures)"))
 
 
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    if USE_SANDBOX:
-        yield {"name": NAME, "address": "10.231.200.2", "identity_file": "/var/cache/gpuhost-testhosts/id_ed25519",
-               "inventory": os.path.join(ROOT, "inventories", "sandbox", "hosts.yml")}
-        return
-    subprocess.run([sys.executable, TESTHOST, "prepare"], env=ENV, check=True, capture_output=True)
-    proc = subprocess.run([sys.executable, TESTHOST, "create", NAME, "--bind-ro", WHEELHOUSE + ":/opt/wheelhouse"],
-                          env=ENV, check=True, capture_output=True, text=True)
+def create_host(name, env, tmp_path_factory):
+    """A fresh test host with the wheelhouse bound in and an inventory like the sandbox's (the tiny good model)."""
+    subprocess.run([sys.executable, TESTHOST, "prepare"], env=env, check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, TESTHOST, "create", name, "--bind-ro", WHEELHOUSE + ":/opt/wheelhouse"],
+                          env=env, check=True, capture_output=True, text=True)
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     inv = tmp_path_factory.mktemp("inv")
     (inv / "hosts.yml").write_text(
         "all:\n  children:\n    sglang_servers:\n      hosts:\n        %s:\n          ansible_host: %s\n"
         "          ansible_user: root\n          ansible_ssh_private_key_file: %s\n"
-        "          ansible_python_interpreter: /usr/bin/python3\n" % (NAME, info["address"], info["identity_file"]))
+        "          ansible_python_interpreter: /usr/bin/python3\n" % (name, info["address"], info["identity_file"]))
     (inv / "group_vars").mkdir()
     with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "sglang_servers.yml")) as fh:
         gv = fh.read()
     gv = re.sub(r"(?m)^sglang_model_controller_dir:.*$", "sglang_model_controller_dir: %s/good" % MODELS, gv)
     (inv / "group_vars" / "sglang_servers.yml").write_text(gv)
     info["inventory"] = str(inv / "hosts.yml")
+    return info
+
+
+SANDBOX = {"name": "sandbox", "address": "10.231.200.2", "identity_file": "/var/cache/gpuhost-testhosts/id_ed25519",
+           "inventory": os.path.join(ROOT, "inventories", "sandbox", "hosts.yml")}
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    if USE_SANDBOX:
+        yield dict(SANDBOX)
+        return
+    info = create_host(NAME, ENV, tmp_path_factory)
     try:
         yield info
     finally:

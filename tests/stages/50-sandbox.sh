@@ -20,3 +20,9 @@ GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -q -p no:cacheprovider -m serving_r
 # The regression gate with its defaults on the real engine: unchanged rerun passes, a 2x slowdown (SIGSTOP/SIGCONT
 # duty cycle on the engine process) fails naming the metric.
 GPUHOST_BENCH_SLOWDOWN_SANDBOX=1 python -m pytest -q -p no:cacheprovider -s tests/integration/test_serving_bench_slowdown.py
+
+# The tuning campaign (playbooks/tune.yml, campaigns/sandbox-cpu.yml) on this host: check mode, an interrupted
+# campaign resumed, the results, adoption and the changed=0 deploy after it.
+start=$(date +%s)
+GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -q -s -p no:cacheprovider tests/integration/test_tune_sandbox.py
+echo "tuning campaign tests: $(( $(date +%s) - start ))s"

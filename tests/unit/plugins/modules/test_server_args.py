@@ -132,3 +132,27 @@ def test_transformers_without_introspectable_cli_is_not_validated(tmp_path):
     assert not out.get("failed"), out
     assert out["validated"] is False and "cannot introspect the transformers serve CLI" in out["reason"]
     assert out["argv"] == ["--continuous-batching", "--port", "8000"]
+
+
+def test_option_sets_one_interpreter_one_result_each(fake_python, tmp_path):
+    """A campaign's candidates in one call: each set gets its own verdict, the bad one is named, the interpreter
+    starts once (the stand-in logs each start)."""
+    log = tmp_path / "starts"
+    exe = tmp_path / "python-counting"
+    exe.write_text("#!/bin/sh\necho start >> %s\nexec %s \"$@\"\n" % (log, fake_python))
+    exe.chmod(0o755)
+    sets = [{"model-path": "/m", "tp-size": 2}, {"model-path": "/m", "mem-fraction-static": "most"},
+            {"model-path": "/m", "disable-cuda-graph": True}]
+    out = run_module({"python": str(exe), "option_sets": sets})
+    assert out["failed"] is True
+    assert [r["failed"] for r in out["results"]] == [False, True, False]
+    assert out["results"][0]["engine_version"] == out["engine_version"] and out["results"][0]["engine"] == "sglang"
+    assert "set 1:" in out["msg"] and "set 0:" not in out["msg"] and "mem-fraction-static" in out["results"][1]["msg"]
+    assert out["results"][0]["argv"] == ["--model-path", "/m", "--tp-size", "2"]
+    assert out["results"][2]["parser_warnings"], out["results"][2]
+    assert log.read_text().count("start") == 1
+
+
+def test_options_and_option_sets_are_exclusive(fake_python):
+    out = run_module({"python": fake_python, "options": {"model-path": "/m"}, "option_sets": [{"model-path": "/m"}]})
+    assert out["failed"] and "mutually exclusive" in out["msg"]

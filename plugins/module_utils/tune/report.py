@@ -1,0 +1,184 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Campaign outputs: Markdown table (the seeds' layout: one column group per concurrency), CSV, JSON,
+a Pareto plot (output tok/s per concurrency against p99 TTFT, like `vllm bench sweep`'s PARETO.png) and the
+winner's options as an inventory snippet. Every file is written atomically (bench/store.atomic_write_text)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import csv
+import io
+import json
+import os
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
+
+CSV_FIELDS = ["index", "id", "name", "status", "class", "concurrency", "output_throughput", "output_throughput.spread",
+              "total_throughput", "ttft_ms.p50", "ttft_ms.p99", "tpot_ms.p50", "itl_ms.p99", "e2e_ms.p99", "verdict",
+              "improvement", "message"]
+
+
+def _f(v, nd=1):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return ("%." + str(nd) + "f") % v
+    return str(v)
+
+
+def _note(row, judgement, decision):
+    if decision.get("winner") and decision["winner"]["id"] == row["id"]:
+        return "**winner** %+.1f%% (threshold %.1f%%)" % (100 * judgement["improvement"], 100 * judgement["threshold"])
+    if row["status"] == "ruled_out":
+        return "ruled out by candidate %s: %s" % (row.get("ruled_out_by_index"), row.get("message", ""))
+    if judgement:
+        if judgement["verdict"] == "regresses":
+            return "regresses: " + "; ".join(judgement["regressions"])
+        if judgement.get("improvement") is not None:
+            return "%s %+.1f%% (threshold %.1f%%)" % (judgement["verdict"], 100 * judgement["improvement"], 100 * judgement["threshold"])
+    return (row.get("message") or "")[:160].replace("|", "/").replace("\n", " ")
+
+
+def ordered_rows(candidates, rows):
+    return [rows[c["id"]] for c in candidates if c["id"] in rows]
+
+
+def markdown(plan, rows, decision):
+    concs = plan["workload"]["concurrency"]
+    head = "| # | candidate | status |" + "".join(" c=%d tok/s | c=%d TTFT p99 | c=%d TPOT p50 |" % (c, c, c) for c in concs) + " note |"
+    sep = "|" + "---|" * (4 + 3 * len(concs))
+    lines = ["# Campaign %s" % plan["name"], "",
+             "Strategy %s, %d candidates (+ base), objective %s%s%s." % (
+                 plan["strategy"], len(plan["candidates"]) - 1, plan["objective"]["metric"],
+                 (" at c=%s" % plan["objective"]["concurrency"]) if plan["objective"]["concurrency"] else "",
+                 (", SLO " + ", ".join("%s <= %s ms" % kv for kv in sorted(plan["objective"]["slo"].items())))
+                 if plan["objective"]["slo"] else ""),
+             "Workload: input %d, output %d tokens, %d trial(s) per level. Latency in ms." % (
+                 plan["workload"]["input_len"], plan["workload"]["output_len"], plan["workload"]["trials"]), "",
+             head, sep]
+    for row in ordered_rows(plan["candidates"], rows):
+        by = dict((lv["concurrency"], lv) for lv in row.get("levels") or [])
+        cells = []
+        for c in concs:
+            lv = by.get(c, {})
+            cells += [_f(lv.get("output_throughput")), _f(lv.get("ttft_ms.p99")), _f(lv.get("tpot_ms.p50"), 2)]
+        status = row["status"] + ((" (%s)" % row["class"]) if row.get("class") and row["class"] != row["status"] else "")
+        lines.append("| %s | %s | %s | %s | %s |" % (row["index"], row["name"] or "base", status, " | ".join(cells),
+                                                    _note(row, decision["judgements"].get(row["id"]), decision)))
+    pending = [c for c in plan["candidates"] if c["id"] not in rows]
+    if pending:
+        lines += ["", "Not run (yet): " + ", ".join("%d %s" % (c["index"], c["name"]) for c in pending)]
+    if plan.get("left_out"):
+        lines += ["", "%d more candidates left out by max_candidates=%d." % (plan["left_out"], plan["max_candidates"])]
+    lines += ["", "Decision: " + decision["reason"]]
+    return lines
+
+
+def csv_text(plan, rows, decision):
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
+    w.writeheader()
+    for row in ordered_rows(plan["candidates"], rows):
+        j = decision["judgements"].get(row["id"]) or {}
+        base = {"index": row["index"], "id": row["id"], "name": row["name"] or "base", "status": row["status"],
+                "class": row.get("class") or "", "verdict": "winner" if (decision.get("winner") or {}).get("id") == row["id"]
+                else j.get("verdict", ""), "improvement": j.get("improvement", ""), "message": row.get("message") or ""}
+        for lv in row.get("levels") or [{}]:
+            rec = dict(base)
+            rec.update(dict((k, lv.get(k)) for k in CSV_FIELDS if k in lv))
+            w.writerow(rec)
+    return buf.getvalue()
+
+
+def snippet(winner):
+    if not winner:
+        return ""
+    lines = ["# gpuhost.sglang tune: winner %s (%s)" % (winner["index"], winner["name"]), "sglang_options:"]
+    for k in sorted(winner["options"]):
+        lines.append("  %s: %s" % (k, json.dumps(winner["options"][k])))
+    return "\n".join(lines) + "\n"
+
+
+def pareto_front(points):
+    """Points (ttft, tput, label) not dominated by another (lower TTFT and higher throughput), sorted by TTFT."""
+    front = []
+    for p in sorted(points, key=lambda x: (x[0], -x[1])):
+        if not front or p[1] > front[-1][1]:
+            front.append(p)
+    return front
+
+
+def plot(plan, rows, path):
+    """Pareto plot; returns the path or None when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for conc in plan["workload"]["concurrency"]:
+        pts = []
+        for row in ordered_rows(plan["candidates"], rows):
+            for lv in row.get("levels") or []:
+                if lv["concurrency"] == conc and lv.get("ttft_ms.p99") is not None and lv.get("output_throughput") is not None:
+                    pts.append((lv["ttft_ms.p99"], lv["output_throughput"], str(row["index"])))
+        if not pts:
+            continue
+        line = ax.scatter([p[0] for p in pts], [p[1] for p in pts], label="c=%d" % conc)
+        front = pareto_front(pts)
+        ax.plot([p[0] for p in front], [p[1] for p in front], linestyle="--", color=line.get_facecolor()[0])
+        for x, y, label in pts:
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("p99 TTFT (ms)")
+    ax.set_ylabel("output tok/s")
+    ax.set_title("Campaign %s: candidates (labels = #) and Pareto fronts" % plan["name"])
+    ax.legend()
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def write_all(out_dir, plan, rows, decision, make_plot=True):
+    files = {}
+    table = markdown(plan, rows, decision)
+    files["markdown"] = os.path.join(out_dir, "results.md")
+    bench_store.atomic_write_text(files["markdown"], "\n".join(table) + "\n")
+    files["csv"] = os.path.join(out_dir, "results.csv")
+    bench_store.atomic_write_text(files["csv"], csv_text(plan, rows, decision))
+    files["json"] = os.path.join(out_dir, "results.json")
+    bench_store.atomic_write_json(files["json"], {"campaign": plan, "rows": ordered_rows(plan["candidates"], rows),
+                                                  "decision": {"winner": (decision.get("winner") or {}).get("id"),
+                                                               "reason": decision["reason"],
+                                                               "judgements": decision["judgements"]}})
+    snip = snippet(decision.get("winner"))
+    if snip:
+        files["snippet"] = os.path.join(out_dir, "winner.yml")
+        bench_store.atomic_write_text(files["snippet"], snip)
+    if make_plot:
+        p = plot(plan, rows, os.path.join(out_dir, "pareto.png"))
+        if p:
+            files["plot"] = p
+    return table, files, snip
+
+
+def plan_line(candidate, parsed):
+    """One line of the check-mode plan: index, name, the parser's verdict (and its errors when it rejects)."""
+    parsed = parsed or {}
+    name = candidate.get("name") or "base"
+    if parsed.get("failed"):
+        errors = parsed.get("errors") or []
+        why = "; ".join(str(e.get("text") or e.get("message") or e) if isinstance(e, dict) else str(e) for e in errors)
+        return "%d %s: REJECTED by the parser (%s)" % (candidate["index"], name, why or parsed.get("msg") or "no detail")
+    if parsed.get("validated") is False:
+        return "%d %s: not validated (%s)" % (candidate["index"], name, parsed.get("reason") or "no parser")
+    warn = parsed.get("parser_warnings") or []
+    return "%d %s: accepted by %s %s%s" % (candidate["index"], name, parsed.get("engine") or "the engine",
+                                           parsed.get("engine_version") or "", (" (warnings: %s)" % "; ".join(warn)) if warn else "")

@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Campaign state on the controller: one append-only JSONL file per campaign (bench/store.append_jsonl: one
+write under an exclusive lock, fsync, a torn last line never glued onto). Events:
+  plan   {candidates, campaign}        each run of the playbook
+  start  {id, index}                   a candidate is about to restart the server
+  row    {id, index, status, class, ...}  the candidate's result (terminal: it never runs again)
+  adopt  {id, options}                 the winner was deployed as last-known-good
+A candidate with a ``start`` and no ``row`` was interrupted: a resumed campaign runs it again, nothing else.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import time
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store
+from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import memory
+
+TERMINAL = ("ok", "rejected", "ruled_out", "incoherent", "slo_violation", "bench_failed", "startup_failed", "error")
+
+
+def state_path(state_dir, name):
+    return os.path.join(state_dir, name, "state.jsonl")
+
+
+class CampaignState(object):
+    def __init__(self, path):
+        self.path = path
+        self.events = store.read_jsonl(path)
+
+    def append(self, event, **fields):
+        fields.update({"event": event, "ts": store.now_iso(), "epoch": round(time.time(), 3)})
+        store.append_jsonl(self.path, fields)
+        self.events.append(fields)
+        return fields
+
+    def rows(self):
+        """Terminal rows by candidate id (the first one wins: a row is never replaced)."""
+        out = {}
+        for ev in self.events:
+            if ev.get("event") == "row" and ev.get("id") not in out:
+                out[ev["id"]] = ev
+        return out
+
+    def interrupted(self):
+        rows = self.rows()
+        started = [ev for ev in self.events if ev.get("event") == "start"]
+        return sorted(set(ev["id"] for ev in started if ev["id"] not in rows))
+
+    def spent_s(self):
+        """Seconds spent on candidates so far, over every run of the campaign."""
+        return round(sum(r.get("duration_s") or 0.0 for r in self.rows().values()), 1)
+
+    def begin(self, candidate, rules, budget_s=None, now=None):
+        """Decide what happens to ``candidate``: run, done (resume), ruled_out (a row is recorded) or budget."""
+        rows = self.rows()
+        if candidate["id"] in rows:
+            return {"action": "done", "row": rows[candidate["id"]]}
+        if candidate["index"] > 0:
+            hit = memory.ruled_out(candidate, sorted(rows.values(), key=lambda r: r.get("index", 0)), rules)
+            if hit:
+                row = self.append("row", id=candidate["id"], index=candidate["index"], name=candidate["name"],
+                                  options=candidate["options"], delta=candidate["delta"], status="ruled_out",
+                                  ruled_out_by=hit["row"], ruled_out_by_index=hit["index"], message=hit["reason"],
+                                  duration_s=0.0)
+                return {"action": "ruled_out", "row": row}
+            if budget_s is not None and self.spent_s() >= budget_s:
+                return {"action": "budget", "row": None,
+                        "message": "time budget %ss spent (%ss): not started; raise time_budget_s and resume" % (budget_s, self.spent_s())}
+        rerun = candidate["id"] in self.interrupted()
+        self.append("start", id=candidate["id"], index=candidate["index"], name=candidate["name"], rerun=rerun)
+        return {"action": "run", "row": None, "rerun": rerun}
