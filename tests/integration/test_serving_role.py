@@ -35,7 +35,9 @@ WHEELHOUSE = os.path.join(ROOT, ".cache", "wheelhouse")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
 ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="ir")
 USE_SANDBOX = os.environ.get("GPUHOST_ROLE_TEST_SANDBOX") == "1"
-NAME = "sandbox" if USE_SANDBOX else "sgrole"
+# A host you deployed yourself: NAME:ADDRESS:INVENTORY (developers; the tests change and restart its server)
+OWN_HOST = os.environ.get("GPUHOST_ROLE_TEST_HOST", "")
+NAME = "sandbox" if USE_SANDBOX else (OWN_HOST.split(":")[0] if OWN_HOST else "sgrole")
 SSH_OPTS = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5"]
 
@@ -47,9 +49,11 @@ if not (os.path.isdir(WHEELHOUSE) and os.path.isfile(os.path.join(MODELS, "good"
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    if USE_SANDBOX:
-        yield {"name": NAME, "address": "10.231.200.2", "identity_file": "/var/cache/gpuhost-testhosts/id_ed25519",
-               "inventory": os.path.join(ROOT, "inventories", "sandbox", "hosts.yml")}
+    if USE_SANDBOX or OWN_HOST:
+        address, inventory = (("10.231.200.2", os.path.join(ROOT, "inventories", "sandbox", "hosts.yml")) if USE_SANDBOX
+                              else OWN_HOST.split(":", 2)[1:])
+        yield {"name": NAME, "address": address, "identity_file": "/var/cache/gpuhost-testhosts/id_ed25519",
+               "inventory": inventory}
         return
     subprocess.run([sys.executable, TESTHOST, "prepare"], env=ENV, check=True, capture_output=True)
     proc = subprocess.run([sys.executable, TESTHOST, "create", NAME, "--bind-ro", WHEELHOUSE + ":/opt/wheelhouse"],
