@@ -22,8 +22,10 @@ __metaclass__ = type
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -35,7 +37,9 @@ WHEELHOUSE = os.path.join(ROOT, ".cache", "wheelhouse")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
 ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="ir")
 USE_SANDBOX = os.environ.get("GPUHOST_ROLE_TEST_SANDBOX") == "1"
-NAME = "sandbox" if USE_SANDBOX else "sgrole"
+# A host you deployed yourself: NAME:ADDRESS:INVENTORY (developers; the tests change and restart its server)
+OWN_HOST = os.environ.get("GPUHOST_ROLE_TEST_HOST", "")
+NAME = "sandbox" if USE_SANDBOX else (OWN_HOST.split(":")[0] if OWN_HOST else "sgrole")
 SSH_OPTS = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5"]
 
@@ -71,8 +75,12 @@ SANDBOX = {"name": "sandbox", "address": "10.231.200.2", "identity_file": "/var/
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    if USE_SANDBOX:
-        yield dict(SANDBOX)
+    if USE_SANDBOX or OWN_HOST:  # GPUHOST_ROLE_TEST_HOST=NAME:ADDRESS:INVENTORY runs the cases on your own host
+        if USE_SANDBOX:
+            yield dict(SANDBOX)
+        else:
+            address, inventory = OWN_HOST.split(":", 2)[1:]
+            yield dict(SANDBOX, name=NAME, address=address, inventory=inventory)
         return
     info = create_host(NAME, ENV, tmp_path_factory)
     try:
@@ -81,17 +89,42 @@ def host(tmp_path_factory):
         subprocess.run([sys.executable, TESTHOST, "destroy", NAME], env=ENV, check=False, capture_output=True)
 
 
-def deploy(host, extra=None):
+def deploy_cmd(host, extra=None, args=()):
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", host["inventory"],
-           os.path.join(ROOT, "playbooks", "deploy.yml")]
+           os.path.join(ROOT, "playbooks", "deploy.yml")] + list(args)
     if extra:
         cmd += ["-e", json.dumps(extra)]
-    env = harness.ansible_env()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False)
-    recap = re.search(r"^%s\s+:\s+(.*)$" % NAME, proc.stdout, re.M)
+    env = harness.ansible_env(PYTHONUNBUFFERED="1")
+    return cmd, env
+
+
+def result(returncode, text):
+    recap = re.search(r"^%s\s+:\s+(.*)$" % NAME, text, re.M)
     counts = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", recap.group(1))) if recap else {}
     # the yaml callback folds long messages: compare with whitespace collapsed
-    return proc.returncode, " ".join((proc.stdout + proc.stderr).split()), counts
+    return returncode, " ".join(text.split()), counts
+
+
+def deploy(host, extra=None, args=()):
+    cmd, env = deploy_cmd(host, extra, args)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False)
+    return result(proc.returncode, proc.stdout + proc.stderr)
+
+
+def deploy_with_fault(host, extra, faults, timeout=900):
+    """Run a deploy; when a task header matches a pattern of ``faults`` ([(regex, action)]), run the action
+    (a callable taking the Popen) once, in order. Returns deploy()'s tuple and the actions' results."""
+    cmd, env = deploy_cmd(host, extra)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, done, deadline = [], [], time.monotonic() + timeout
+    for line in proc.stdout:
+        lines.append(line)
+        if len(done) < len(faults) and line.startswith("TASK [") and re.search(faults[len(done)][0], line):
+            done.append(faults[len(done)][1](proc))
+        if time.monotonic() > deadline:
+            proc.kill()
+    proc.wait()
+    return result(proc.returncode, "".join(lines)), done
 
 
 def ssh(host, command):
@@ -137,6 +170,9 @@ def assert_lkg_serving(host):
     return state
 
 
+ROLLED_BACK = "Rolled back to last-known-good sglang.service at http://127.0.0.1:30000: ready, canary passed."
+
+
 def test_good_config_passes_the_gate(host):
     rc, out, counts = deploy(host)
     assert rc == 0, out[-3000:]
@@ -166,7 +202,7 @@ def test_config_that_fails_to_start_is_rolled_back(host):
     assert rc != 0
     assert "No candidate passed the gate" in out
     assert re.search(r"candidate 0 .*: (startup_failure|model_load|not_running|timeout)", out), out[-3000:]
-    assert "Rolled back to last-known-good: ready" in out
+    assert ROLLED_BACK in out, out[-3000:]
     assert_lkg_serving(host)
 
 
@@ -178,7 +214,7 @@ def test_broken_model_fails_the_canary_and_is_rolled_back(host, broken):
     assert rc != 0
     assert "No candidate passed the gate" in out
     assert re.search(r"candidate 0 .*: incoherent", out), out[-3000:]
-    assert "Rolled back to last-known-good: ready" in out
+    assert ROLLED_BACK in out, out[-3000:]
     assert_lkg_serving(host)
 
 
@@ -188,3 +224,177 @@ def test_fallback_chain_takes_the_second_entry(host):
     assert rc == 0, out[-3000:]
     assert "candidate 1 passed the gate" in out
     assert_lkg_serving(host)
+
+
+# ---- issue 12: deploy under faults, on the same host, serially; each case starts from the good last-known-good ----
+
+KILL_MAIN = ("for i in $(seq 100); do p=$(systemctl show -p MainPID --value sglang.service);"
+             " a=$(systemctl show -p ActiveState --value sglang.service);"
+             " if [ \"$a\" = %s ] && [ \"$p\" != 0 ]; then kill -%s $p && echo $p && exit 0; fi; sleep 0.1; done; exit 1")
+
+
+def files_hash(host):
+    return ssh(host, "sha256sum /etc/systemd/system/sglang.service /etc/sglang/sglang.env /etc/sglang/last-known-good/*")
+
+
+def assert_record_whole(host):
+    """The last-known-good record parses and its copies are exactly its contents: nothing half-written."""
+    meta = json.loads(ssh(host, "cat /etc/sglang/last-known-good/meta.json"))
+    unit = ssh(host, "base64 -w0 /etc/sglang/last-known-good/sglang.service")
+    env = ssh(host, "base64 -w0 /etc/sglang/last-known-good/env")
+    assert (meta["unit_b64"], meta["env_b64"]) == (unit, env), "last-known-good copies differ from its record"
+    return meta
+
+
+def back_to_default(host):
+    rc, out, _counts = deploy(host)
+    assert rc == 0, out[-3000:]
+
+
+def assert_converges(host):
+    rc, out, counts = deploy(host)
+    assert rc == 0, out[-3000:]
+    assert counts.get("changed") == 0, out[-3000:]
+    assert_record_whole(host)
+    return assert_lkg_serving(host)
+
+
+def test_fault_cases_start_from_the_default_configuration(host):
+    rc, out, _counts = deploy(host)
+    assert rc == 0, out[-3000:]
+    assert_converges(host)
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("sglang_ready_timeout", -5, "sglang_ready_timeout=-5 is out of range: allowed an integer, 10 to 86400."),
+    ("sglang_restart_sec", -1, "sglang_restart_sec=-1 is out of range: allowed an integer, 0 to 3600."),
+    ("sglang_start_limit_burst", 0, "sglang_start_limit_burst=0 is out of range: allowed an integer, 1 to 1000."),
+    ("sglang_port", 70000, "sglang_port=70000 is out of range: allowed an integer, 1 to 65535."),
+])
+def test_bad_input_rejected_before_any_change(host, name, value, message):
+    before, since = files_hash(host), serving_state(host)["since"]
+    # the first case runs the whole play (the check comes before anything changes); the others only the preflight
+    # tag, where the range check lives (CI time)
+    first = name == "sglang_ready_timeout"
+    rc, out, _counts = deploy(host, {name: value}, args=() if first else ["--tags", "preflight"])
+    assert rc != 0
+    assert message in out, out[-3000:]
+    assert files_hash(host) == before, "%s=%s changed files on the host" % (name, value)
+    assert serving_state(host)["since"] == since
+
+
+def test_port_in_use_rolls_back_to_the_old_port(host):
+    ssh(host, "setsid nohup python3 -c 'import socket,time; s=socket.socket(); s.bind((\"0.0.0.0\", 30001)); s.listen();"
+              " time.sleep(3600)' >/dev/null 2>&1 </dev/null & echo $! > /run/f4-port-holder.pid")
+    try:
+        rc, out, _counts = deploy(host, {"sglang_port": 30001, "sglang_ready_timeout": 60})
+    finally:
+        ssh(host, "kill $(cat /run/f4-port-holder.pid); rm -f /run/f4-port-holder.pid")
+    assert rc != 0
+    assert "Unknown error" not in out
+    assert re.search(r"\[candidate 0 .*?: port_in_use: Another process holds the port .*Evidence: .*address already in use\]",
+                     out), out[-3000:]
+    assert ROLLED_BACK in out, out[-3000:]
+    assert_record_whole(host)
+    assert_lkg_serving(host)
+
+
+def unit_props(host):
+    out = ssh(host, "systemctl show -p ActiveState,MainPID,NRestarts,Result sglang.service")
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def test_crash_after_several_deploys_comes_back(host):
+    for n in range(3):  # three deploy-initiated restarts: StartLimitBurst=3 per 600 s counts them all
+        rc, out, _counts = deploy(host, {"sglang_environment": {"GPUHOST_DEPLOY": str(n)}})
+        assert rc == 0, out[-3000:]
+    pid = ssh(host, KILL_MAIN % ("active", "KILL"))
+    deadline, props = time.monotonic() + 120, {}
+    while time.monotonic() < deadline:
+        props = unit_props(host)
+        if props["ActiveState"] == "active" and props["MainPID"] not in ("0", pid):
+            break
+        if props["ActiveState"] == "failed":
+            break
+        time.sleep(2)
+    assert props["ActiveState"] == "active", "the server did not come back after the crash: %s / %s" % (
+        props, ssh(host, "journalctl -u sglang.service -n 4 -o cat --no-pager"))
+    assert int(props["NRestarts"]) >= 1
+    assert_lkg_serving(host)
+    back_to_default(host)
+
+
+def test_sigkill_during_readiness_wait_rolls_back(host):
+    (rc, out, _counts), done = deploy_with_fault(host, {"sglang_environment": {"GPUHOST_FAULT": "kill-ready"}}, [
+        (r"Gate \| wait for the server", lambda proc: ssh(host, KILL_MAIN % ("activating", "KILL")))])
+    assert done and done[0], "the server was not killed while starting"
+    assert rc != 0
+    assert re.search(r"candidate 0 .*: startup_failure: ", out), out[-3000:]
+    assert ROLLED_BACK in out, out[-3000:]
+    assert_converges(host)
+
+
+def test_disk_full_during_model_copy(host):
+    ssh(host, "mkdir -p /var/lib/sglang/models/full && mount -t tmpfs -o size=256k tmpfs /var/lib/sglang/models/full")
+    try:
+        before, since = files_hash(host), serving_state(host)["since"]
+        rc, out, _counts = deploy(host, {"sglang_model_path": "/var/lib/sglang/models/full"})
+    finally:
+        ssh(host, "umount /var/lib/sglang/models/full && rmdir /var/lib/sglang/models/full")
+    assert rc != 0
+    assert re.search(r"No space left on device|ENOSPC|not enough space", out, re.I), out[-3000:]
+    assert files_hash(host) == before
+    assert serving_state(host)["since"] == since
+    assert_converges(host)
+
+
+def test_broken_venv_is_repaired_before_the_restart(host):
+    site = ssh(host, "/opt/sglang/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'")
+    ssh(host, "rm -rf %s/uvicorn" % site)
+    rc, out, _counts = deploy(host, {"sglang_environment": {"GPUHOST_FAULT": "venv"}})
+    assert rc == 0, out[-3000:]
+    assert re.search(r"reinstall the distributions whose modules are missing \S* changed", out), out[-3000:]
+    ssh(host, "/opt/sglang/venv/bin/python -c 'import uvicorn'")
+    assert_lkg_serving(host)
+    back_to_default(host)
+
+
+def test_sigkill_during_canary_rolls_back(host):
+    # stopped right after ready, killed when the canary starts: the canary cannot have finished before the kill
+    (rc, out, _counts), done = deploy_with_fault(
+        host, {"sglang_environment": {"GPUHOST_FAULT": "kill-canary"}, "sglang_gate_timeout": 20}, [
+            (r"Gate \| load time", lambda proc: ssh(host, KILL_MAIN % ("active", "STOP"))),
+            (r"Gate \| coherence canary", lambda proc: ssh(host, KILL_MAIN % ("active", "KILL")))])
+    assert len(done) == 2
+    assert rc != 0
+    assert re.search(r"candidate 0 .*: incoherent: ", out), out[-3000:]
+    assert ROLLED_BACK in out, out[-3000:]
+    assert_converges(host)
+
+
+def test_sigint_after_restart_then_rerun_converges(host):
+    extra = {"sglang_environment": {"GPUHOST_FAULT": "sigint"}}
+    before = assert_record_whole(host)
+    (rc, out, _counts), done = deploy_with_fault(host, extra, [
+        (r"Gate \| wait for the server", lambda proc: proc.send_signal(signal.SIGINT) or True)])
+    assert done and rc != 0, out[-3000:]
+    # interrupted: the record is still the previous one, whole
+    assert assert_record_whole(host)["unit_b64"] == before["unit_b64"]
+    rc, out, _counts = deploy(host, extra)
+    assert rc == 0, out[-3000:]
+    meta = assert_record_whole(host)
+    assert meta["env_b64"] == ssh(host, "base64 -w0 /etc/sglang/sglang.env"), "the live config that passed is not recorded"
+    assert_lkg_serving(host)
+    rc, out, counts = deploy(host, extra)
+    assert rc == 0 and counts.get("changed") == 0, out[-3000:]
+    back_to_default(host)
+
+
+def test_check_mode_reports_the_restart_and_no_gate(host):
+    since = serving_state(host)["since"]
+    rc, out, _counts = deploy(host, {"sglang_environment": {"GPUHOST_FAULT": "check"}}, args=["--check"])
+    assert rc == 0, out[-3000:]
+    assert "check mode: candidate 0 would restart (environment file changed); the gate was NOT run" in out, out[-3000:]
+    assert "passed the gate" not in out
+    assert serving_state(host)["since"] == since
+    assert_converges(host)

@@ -43,7 +43,7 @@ DEFAULT_SIGNATURES = [
     {"class": "seccomp", "pattern": r"Main process exited, code=killed, status=31/SYS",
      "hint": "The unit's SystemCallFilter killed the server (SIGSYS): a system call it needs is filtered."},
     {"class": "port_in_use", "pattern": r"address already in use|Errno 98",
-     "hint": "Another process holds the port."},
+     "hint": "Another process holds the port (ss -ltnp on the host names it): stop it or choose another sglang_port."},
     {"class": "model_load", "pattern": r"OSError: .*(config\.json|does not appear to have a file)|No such file or directory: .*model|Can't load",
      "hint": "The model could not be loaded from its path."},
 ]
@@ -70,11 +70,40 @@ def parse_systemctl_show(text):
     return props
 
 
+# The engine's own error lines: a Python exception line ("RuntimeError: Torch not compiled with CUDA enabled",
+# "ModuleNotFoundError: No module named 'x'", "torch.OutOfMemoryError: ...") or an error-level log line.
+# systemd's own lines about the unit ("Main process exited, code=...", "Failed with result ...") name no cause.
+_ENGINE_ERROR = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b(?::.*)?$"
+                           r"|\bERROR\b|\berror: |\bFATAL\b|\bCRITICAL\b")
+_SYSTEMD_LINE = re.compile(r"^(?:\S+\.service: |Started |Starting |Stopped |Stopping |Failed to start |Deactivated )")
+MAX_EVIDENCE_LINES = 4
+
+
+def engine_errors(lines, first=None):
+    """The engine's own error lines, deduplicated in order (``first`` leads), at most MAX_EVIDENCE_LINES."""
+    found = [first] if first else []
+    for line in lines:
+        text = line.strip()
+        if not text or _SYSTEMD_LINE.match(text) or not _ENGINE_ERROR.search(text):
+            continue
+        if text not in [f.strip() for f in found]:
+            found.append(text)
+    return found[:MAX_EVIDENCE_LINES]
+
+
+def _evidence(lines, first=None):
+    errors = engine_errors(lines, first)
+    if errors:
+        return " | ".join(e.strip() for e in errors)
+    return lines[-1] if lines else None
+
+
 def classify(lines, unit, signatures, healthy=False):
     """Decide the server state from its journal lines since the (re)start and the unit's systemd state.
 
     ``unit`` is a dict from ``parse_systemctl_show`` (ActiveState, SubState, NRestarts, Result, ExecMainStatus).
-    Returns dict(state, cls, hint, evidence) where evidence is the matching journal line (or None).
+    Returns dict(state, cls, hint, evidence) where evidence is the matching journal line followed by the
+    engine's own error lines, deduplicated (or the last line when the engine logged no error, None without lines).
     A matching failure signature wins even if the HTTP endpoint still answers: a server that logged a
     device-side NaN failure is not healthy.
     """
@@ -83,7 +112,7 @@ def classify(lines, unit, signatures, healthy=False):
         match = regex.search(text)
         if match:
             line = _line_of(text, match.start())
-            return {"state": STATE_FAILED, "cls": cls, "hint": hint, "evidence": line}
+            return {"state": STATE_FAILED, "cls": cls, "hint": hint, "evidence": _evidence(lines, line)}
     active = unit.get("ActiveState", "")
     sub = unit.get("SubState", "")
     restarts = _int(unit.get("NRestarts", "0"))
@@ -93,14 +122,14 @@ def classify(lines, unit, signatures, healthy=False):
         return {"state": STATE_FAILED, "cls": "startup_failure",
                 "hint": "The process exited before it was ready (exit status %s, %d restarts)."
                         % (unit.get("ExecMainStatus", "?"), restarts),
-                "evidence": lines[-1] if lines else None}
+                "evidence": _evidence(lines)}
     if active in ("inactive", "deactivating"):
         # A restart queued without blocking first stops the old process: until systemd logs "Starting ..."
         # for this unit, inactive means "not started yet", not "exited".
         if not any(line.startswith("Starting ") for line in lines):
             return {"state": STATE_STARTING, "cls": None, "hint": "", "evidence": lines[-1] if lines else None}
         return {"state": STATE_FAILED, "cls": "not_running", "hint": "The unit stopped after it was started.",
-                "evidence": lines[-1] if lines else None}
+                "evidence": _evidence(lines)}
     if healthy:
         return {"state": STATE_READY, "cls": None, "hint": "", "evidence": None}
     return {"state": STATE_STARTING, "cls": None, "hint": "", "evidence": lines[-1] if lines else None}

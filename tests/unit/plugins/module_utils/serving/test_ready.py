@@ -2,6 +2,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import ready as sr
@@ -117,3 +119,58 @@ def test_main_process_gone_while_start_post_waits():
 def test_seccomp_kill_is_named():
     res = sr.classify(["sglang.service: Main process exited, code=killed, status=31/SYS"], ACTIVE, SIGS)
     assert res["cls"] == "seccomp"
+
+
+# Journal of transformers serve started with --device cuda on a CPU-only host (measured on a test host).
+CUDA_ON_CPU = [
+    "Starting sglang.service - OpenAI-compatible inference server sglang (transformers 5.24.0)...",
+    "Traceback (most recent call last):",
+    '  File "/opt/sglang/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", line 403, in _lazy_init',
+    '    raise AssertionError("Torch not compiled with CUDA enabled")',
+    "AssertionError: Torch not compiled with CUDA enabled",
+    "sglang.service: Main process exited, code=exited, status=1/FAILURE",
+    "sglang.service: Failed with result 'exit-code'.",
+    "Traceback (most recent call last):",
+    "AssertionError: Torch not compiled with CUDA enabled",
+    "sglang.service: Main process exited, code=exited, status=1/FAILURE",
+]
+
+
+def test_startup_failure_quotes_the_engine_error_once():
+    unit = {"ActiveState": "activating", "SubState": "auto-restart", "NRestarts": "1", "ExecMainStatus": "1"}
+    res = sr.classify(CUDA_ON_CPU, unit, SIGS)
+    assert res["cls"] == "startup_failure"
+    assert res["evidence"] == "AssertionError: Torch not compiled with CUDA enabled"
+
+
+def test_signature_evidence_adds_engine_errors_deduplicated():
+    lines = ["ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use",
+             "ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use",
+             "OSError: [Errno 98] Address already in use",
+             "sglang.service: Main process exited, code=exited, status=1/FAILURE"]
+    res = sr.classify(lines, ACTIVE, SIGS)
+    assert res["cls"] == "port_in_use"
+    assert res["evidence"] == lines[0] + " | " + lines[2]
+
+
+def test_missing_module_is_the_evidence():
+    lines = ["Traceback (most recent call last):", '  File "<frozen runpy>", line 198, in _run_module_as_main',
+             "ModuleNotFoundError: No module named 'transformers'",
+             "sglang.service: Main process exited, code=exited, status=1/FAILURE"]
+    res = sr.classify(lines, {"ActiveState": "failed", "NRestarts": "0"}, SIGS)
+    assert res["evidence"] == "ModuleNotFoundError: No module named 'transformers'"
+
+
+def test_without_engine_errors_the_last_line_stays_the_evidence():
+    lines = ["INFO loading", "sglang.service: Main process exited, code=killed, status=9/KILL"]
+    res = sr.classify(lines, {"ActiveState": "failed", "NRestarts": "0"}, SIGS)
+    assert res["evidence"] == lines[-1]
+
+
+def test_hints_never_name_an_option_the_role_manages():
+    managed = ["model-path", "served-model-name", "host", "port", "api-key"]
+    for sig in sr.DEFAULT_SIGNATURES:
+        for opt in managed:
+            # as a flag, as an option name to set, or through sglang_options (the role sets these itself)
+            pattern = r"--%s\b|\b%s=|set %s\b|sglang_options" % ((re.escape(opt),) * 3)
+            assert not re.search(pattern, sig["hint"]), (sig["class"], opt)

@@ -1,0 +1,14 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.inputs import range_error
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"range_error": range_error}

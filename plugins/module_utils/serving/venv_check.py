@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Is the engine's venv whole, and which distributions must be reinstalled?
+
+A venv with a package's files gone but its metadata left (an interrupted upgrade, a hand-deleted directory, a full
+disk during an install) passes `pip install` (pip sees the dist-info and does nothing) and `pip check`, and the server
+fails only when it starts: "ModuleNotFoundError: No module named 'uvicorn'" in the journal, and the last-known-good,
+in the same venv, would fail the same way. So before any restart the role compares every installed distribution's
+RECORD (the files pip installed, PEP 376/627) with the disk, finds the engine's top-level modules, and reinstalls the
+distributions with files missing (issue 12 item 6). No module is imported (importing torch costs seconds).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import subprocess
+
+# Runs inside the venv's interpreter (importlib.metadata, Python >= 3.8). Byte-code caches may be absent legitimately;
+# files outside site-packages ("../../bin/x") are scripts, not modules.
+PROBE = r"""
+import importlib.metadata as md, importlib.util, json, os, sys
+out, seen = [], set()
+for dist in md.distributions():
+    name = dist.metadata["Name"]
+    if not name or name.lower() in seen:
+        continue
+    seen.add(name.lower())
+    files = [f for f in (dist.files or []) if "__pycache__" not in f.parts and not f.name.endswith(".pyc")
+             and not f.parts[0].startswith("..")]
+    gone = [str(f) for f in files if not os.path.exists(f.locate())]
+    if gone:
+        out.append({"dist": name, "version": dist.version, "missing_files": len(gone), "example": gone[0]})
+mods = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]
+print(json.dumps({"dists": out, "modules": mods}))
+"""
+
+
+def check(python, modules, run=subprocess.run, timeout=600):
+    """Check the venv of ``python``; return dict(ok, dists=[{dist, version, missing_files, example}], modules, error)."""
+    try:
+        res = run([python, "-c", PROBE] + list(modules), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                  universal_newlines=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"ok": False, "dists": [], "modules": [], "error": "%s: %s" % (python, exc)}
+    try:
+        found = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (res.stderr or res.stdout).strip().splitlines()
+        return {"ok": False, "dists": [], "modules": [],
+                "error": "%s did not run the venv check: %s" % (python, tail[-1] if tail else "rc=%d" % res.returncode)}
+    return {"ok": not (found["dists"] or found["modules"]), "dists": found["dists"], "modules": found["modules"], "error": ""}
+
+
+def reinstall_specs(result):
+    """pip requirement specs (name==version) of the distributions with files missing."""
+    return ["%s==%s" % (d["dist"], d["version"]) for d in result.get("dists", [])]
+
+
+def summary(result):
+    """One line naming what is broken, for the failure message ("" when the venv is whole)."""
+    if result.get("error"):
+        return result["error"]
+    parts = ["%s %s: %d installed files missing (e.g. %s)" % (d["dist"], d["version"], d["missing_files"], d["example"])
+             for d in result.get("dists", [])]
+    parts += ["module %s not found" % m for m in result.get("modules", [])]
+    return "; ".join(parts)
