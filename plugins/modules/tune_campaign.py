@@ -60,7 +60,7 @@ options:
     description: The RV(plan) returned by O(action=plan) (every other action).
     type: dict
   index:
-    description: Candidate index in RV(plan.candidates) (O(action=begin), O(action=record), O(action=adopted)).
+    description: Candidate index in the plan's C(candidates) (O(action=begin), O(action=record), O(action=adopted)).
     type: int
   stage:
     description: How far the candidate got (O(action=record)).
@@ -76,8 +76,8 @@ options:
   parser:
     description: The M(gpuhost.sglang.server_args) result, for C(rejected).
     type: dict
-  message:
-    description: Free text kept with the row.
+  note:
+    description: Free text kept with the row (the failed task's message).
     type: str
     default: ""
   duration_s:
@@ -232,7 +232,7 @@ def run(p, check_mode):
     if existing:
         return {"changed": False, "row": existing, "msg": "candidate %d already has a row (kept)" % cand["index"]}
     row = tune_decide.row_from(cand, p["stage"], plan["objective"], failure=p["failure"], levels=p["levels"],
-                               parser=p["parser"], message=p["message"])
+                               parser=p["parser"], message=p["note"])
     row["duration_s"] = round(p["duration_s"], 1)
     return {"changed": True, "row": st.append("row", **row)}
 
@@ -251,7 +251,7 @@ def main():
             failure=dict(type="dict"),
             levels=dict(type="list", elements="dict"),
             parser=dict(type="dict"),
-            message=dict(type="str", default=""),
+            note=dict(type="str", default=""),
             duration_s=dict(type="float", default=0),
             plots=dict(type="bool", default=True),
         ),

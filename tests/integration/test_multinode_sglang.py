@@ -17,7 +17,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_server_args_sglang import PINNED, PROFILES, run_module, sglang_venv  # noqa: E402,F401  (fixture reused)
+# sglang_venv is a fixture, reused here
+from test_server_args_sglang import PINNED, PROFILES, run_module, sglang_venv  # noqa: E402,F401 pylint: disable=unused-import
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.multinode import ReplicaError, replica_ranks  # noqa: E402
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile  # noqa: E402
@@ -68,6 +69,6 @@ if __name__ == "__main__":
     for r in glm5_ranks():
         out = run_module(r["options"])
         env = " ".join("%s=%s" % kv for kv in sorted(r["environment"].items()))
-        print("# %s rank %d: validated=%s by sglang %s, errors=%s" % (r["host"], r["rank"], out["validated"],
-                                                                    out["engine_version"], out["errors"]))
+        print("# %s rank %d: validated=%s by sglang %s, errors=%s" % (
+            r["host"], r["rank"], out["validated"], out["engine_version"], out["errors"]))
         print("%s python -m sglang.launch_server %s" % (env, shell_quote(out["argv"])))

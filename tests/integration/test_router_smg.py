@@ -33,7 +33,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fakeserver import fake_server, free_port  # noqa: E402
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router, server_args  # noqa: E402
 from ansible_collections.gpuhost.sglang.tests import harness  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -68,9 +68,7 @@ def test_router_options_pass_smgs_parser_and_a_bad_policy_is_named():
 def gateway():
     with fake_server("ok", "--itl", "0.02") as (w1, _p1), fake_server("ok", "--itl", "0.02") as (w2, _p2):
         port, mport = free_port(), free_port()
-        argv = [SMG, "launch"] + [a for a in __import__(
-            "ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args", fromlist=["x"]).server_argv(
-                options([w1, w2], port, mport))]
+        argv = [SMG, "launch"] + server_args.server_argv(options([w1, w2], port, mport))
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         base = "http://127.0.0.1:%d" % port
         try:
@@ -102,7 +100,7 @@ def stream(base, tokens=100):
 def test_drain_keeps_inflight_streams_then_add_back_reaches_the_worker(gateway):
     g = gateway
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
-        streams = [pool.submit(stream, g["base"]) for _ in range(6)]
+        streams = [pool.submit(stream, g["base"]) for dummy in range(6)]
         time.sleep(0.5)  # all six are streaming (100 tokens x 20 ms)
         t0 = time.monotonic()
         out = module("smg_worker", router_url=g["base"], url=g["w1"], state="absent", drain_timeout=30)
@@ -113,7 +111,7 @@ def test_drain_keeps_inflight_streams_then_add_back_reaches_the_worker(gateway):
     assert g["w1"] not in [w["url"] for w in out["workers"]] and out["healthy"] == [g["w2"]]
     assert drained >= 1.0, "the removal returned before the in-flight streams could finish (%.2fs)" % drained
     before = router.parse_worker_successes(urllib.request.urlopen(g["metrics"]).read().decode())
-    for _ in range(4):
+    for dummy in range(4):
         assert stream(g["base"], 2) == (200, True)
     after = router.parse_worker_successes(urllib.request.urlopen(g["metrics"]).read().decode())
     assert router.spread(before, after).get(g["w1"], 0) == 0  # nothing reaches a removed worker

@@ -276,7 +276,7 @@ def test_bad_input_rejected_before_any_change(host, name, value, message):
     # the first case runs the whole play (the check comes before anything changes); the others only the preflight
     # tag, where the range check lives (CI time)
     first = name == "sglang_ready_timeout"
-    rc, out, _counts = deploy(host, {name: value}, args=() if first else ["--tags", "preflight"])
+    rc, out, _counts = deploy(host, {name: value}, args=() if first else ["--tags", "sglang_preflight"])
     assert rc != 0
     assert message in out, out[-3000:]
     assert files_hash(host) == before, "%s=%s changed files on the host" % (name, value)
@@ -304,6 +304,7 @@ def unit_props(host):
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
+@pytest.mark.long
 def test_crash_after_several_deploys_comes_back(host):
     for n in range(3):  # three deploy-initiated restarts: StartLimitBurst=3 per 600 s counts them all
         rc, out, _counts = deploy(host, {"sglang_environment": {"GPUHOST_DEPLOY": str(n)}})
@@ -324,6 +325,7 @@ def test_crash_after_several_deploys_comes_back(host):
     back_to_default(host)
 
 
+@pytest.mark.long
 def test_sigkill_during_readiness_wait_rolls_back(host):
     (rc, out, _counts), done = deploy_with_fault(host, {"sglang_environment": {"GPUHOST_FAULT": "kill-ready"}}, [
         (r"Gate \| wait for the server", lambda proc: ssh(host, KILL_MAIN % ("activating", "KILL")))])
@@ -334,6 +336,7 @@ def test_sigkill_during_readiness_wait_rolls_back(host):
     assert_converges(host)
 
 
+@pytest.mark.long
 def test_disk_full_during_model_copy(host):
     ssh(host, "mkdir -p /var/lib/sglang/models/full && mount -t tmpfs -o size=256k tmpfs /var/lib/sglang/models/full")
     try:
@@ -348,6 +351,7 @@ def test_disk_full_during_model_copy(host):
     assert_converges(host)
 
 
+@pytest.mark.long
 def test_broken_venv_is_repaired_before_the_restart(host):
     site = ssh(host, "/opt/sglang/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'")
     ssh(host, "rm -rf %s/uvicorn" % site)
@@ -359,6 +363,7 @@ def test_broken_venv_is_repaired_before_the_restart(host):
     back_to_default(host)
 
 
+@pytest.mark.long
 def test_sigkill_during_canary_rolls_back(host):
     # stopped right after ready, killed when the canary starts: the canary cannot have finished before the kill
     (rc, out, _counts), done = deploy_with_fault(
@@ -372,6 +377,7 @@ def test_sigkill_during_canary_rolls_back(host):
     assert_converges(host)
 
 
+@pytest.mark.long
 def test_sigint_after_restart_then_rerun_converges(host):
     extra = {"sglang_environment": {"GPUHOST_FAULT": "sigint"}}
     before = assert_record_whole(host)
@@ -390,6 +396,7 @@ def test_sigint_after_restart_then_rerun_converges(host):
     back_to_default(host)
 
 
+@pytest.mark.long
 def test_check_mode_reports_the_restart_and_no_gate(host):
     since = serving_state(host)["since"]
     rc, out, _counts = deploy(host, {"sglang_environment": {"GPUHOST_FAULT": "check"}}, args=["--check"])

@@ -27,6 +27,8 @@ import time
 import pytest
 import yaml
 
+from ansible_collections.gpuhost.sglang.tests import harness
+
 from test_serving_role import MODELS, ROOT, SANDBOX, TESTHOST, WHEELHOUSE, create_host, ssh
 
 USE_SANDBOX = os.environ.get("GPUHOST_ROLE_TEST_SANDBOX") == "1"
@@ -71,7 +73,7 @@ def _cmd(host, play, extra=None, check=False, inventories=()):
 
 
 def _env():
-    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return harness.ansible_env()
 
 
 def _recap(out):
@@ -109,6 +111,7 @@ def test_check_mode_prints_the_plan_and_changes_nothing(host):
     assert served(host) == before
 
 
+@pytest.mark.long
 def test_interrupted_campaign_resumes_without_rerunning_finished_candidates(host):
     before = served(host)
     proc = subprocess.Popen(_cmd(host, "tune.yml", {"campaign": CAMPAIGN}), cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
@@ -146,6 +149,7 @@ def test_interrupted_campaign_resumes_without_rerunning_finished_candidates(host
     assert [served(host).split("\n")[i] for i in same] == [before.split("\n")[i] for i in same]
 
 
+@pytest.mark.long
 def test_results_table_and_plot(host):
     folder = os.path.join(host["state"], "sandbox-cpu")
     with open(os.path.join(folder, "results.json")) as f:
@@ -162,6 +166,7 @@ def test_results_table_and_plot(host):
     assert os.path.getsize(os.path.join(folder, "results.csv")) > 100
 
 
+@pytest.mark.long
 def test_adoption_the_winner_becomes_last_known_good_and_deploy_is_unchanged(host, tmp_path):
     with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "sglang_servers.yml")) as fh:
         inventory_options = yaml.safe_load(fh)["sglang_options"]

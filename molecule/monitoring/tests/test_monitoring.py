@@ -25,8 +25,8 @@ def api(host, path, **params):
     script = ("import json,sys,urllib.parse,urllib.request;"
               "q=urllib.parse.urlencode(json.loads(sys.argv[2]));"
               "print(urllib.request.urlopen(sys.argv[1]+('?'+q if q else ''),timeout=10).read().decode())")
-    out = host.check_output("python3 -c %s %s %s" % (json.dumps(script), json.dumps(API + path),
-                                                       json.dumps(json.dumps(params)).replace("$", "\\$")))
+    out = host.check_output("python3 -c %s %s %s" % (
+        json.dumps(script), json.dumps(API + path), json.dumps(json.dumps(params)).replace("$", "\\$")))
     doc = json.loads(out)
     assert doc["status"] == "success", doc
     return doc["data"]

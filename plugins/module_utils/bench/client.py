@@ -470,8 +470,8 @@ def client_verdict(stats, cpu_threshold=0.9, lag_threshold_ms=1.0):
             else:
                 why = "the client was starved of CPU by other processes (%.0f%% CPU while lagging)" % (100 * share)
             reasons.append("shard %d event-loop lag p99 %.2f ms, timer resolution %.2f ms: timestamps up to %.2f ms "
-                           "late > %.2f ms at %.0f%% CPU (%s)" % (i, lag, res, err, lag_threshold_ms,
-                                                                   100 * s.get("cpu_util", 0), why))
+                           "late > %.2f ms at %.0f%% CPU (%s)" % (
+                               i, lag, res, err, lag_threshold_ms, 100 * s.get("cpu_util", 0), why))
     client = {
         "processes": len(stats),
         "cpu_s": round(sum(s.get("cpu_s", 0) for s in stats), 4),

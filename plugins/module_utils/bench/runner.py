@@ -148,8 +148,6 @@ def history_line(run_id, key, res, passed):
             "completed": res["completed"], "client_bound": res["client_bound"], "passed": passed}
 
 
-
-
 def sorted_levels(levels):
     """Level results of a ``{"<c>": result}`` dict in concurrency order."""
     return [v for dummy, v in sorted(levels.items(), key=lambda kv: int(kv[0]))]
@@ -430,12 +428,13 @@ class BenchRun(object):
         for t in range(p["trials"]):
             res = self.checked_trial(conc, n, t)
             if t == 0 and res["duration_s"] < p["min_duration_s"]:
-                sizing["calibration_requests"] = n
-                sizing["calibration_duration_s"] = res["duration_s"]
+                first_n, first_s = n, res["duration_s"]
+                sizing["calibration_requests"] = first_n
+                sizing["calibration_duration_s"] = first_s
                 scale = p["min_duration_s"] / max(res["duration_s"], 1e-3) * 1.15
                 n = int(math.ceil(n * min(scale, MAX_RESIZE)))
                 self.progress("c=%d: %d requests took %.2f s < min_duration_s %.1f s: measuring again with %d" % (
-                    conc, sizing["calibration_requests"], res["duration_s"], p["min_duration_s"], n))
+                    conc, first_n, first_s, p["min_duration_s"], n))
                 res = self.checked_trial(conc, n, t)
             trial_results.append(res)
         agg = bench_metrics.aggregate_trials(trial_results)

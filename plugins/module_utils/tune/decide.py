@@ -73,7 +73,9 @@ def row_from(candidate, stage, objective, failure=None, levels=None, parser=None
     if stage == "rejected":
         row.update(status="rejected", **{"class": "bad_arguments"})
         row["evidence"] = {"parser_errors": (parser or {}).get("errors") or [], "suggested_argv": (parser or {}).get("suggested_argv")}
-        row["message"] = message or "; ".join(str(e.get("text") or e.get("message") or e) if isinstance(e, dict) else str(e) for e in row["evidence"]["parser_errors"])[:600]
+        row["message"] = message or "; ".join(
+            str(e.get("text") or e.get("message") or e) if isinstance(e, dict) else str(e)
+            for e in row["evidence"]["parser_errors"])[:600]
     elif stage == "gate_failed":
         failure = failure or {}
         cls = failure.get("class") or "startup_failure"

@@ -66,8 +66,9 @@ def markdown(plan, rows, decision):
             lv = by.get(c, {})
             cells += [_f(lv.get("output_throughput")), _f(lv.get("ttft_ms.p99")), _f(lv.get("tpot_ms.p50"), 2)]
         status = row["status"] + ((" (%s)" % row["class"]) if row.get("class") and row["class"] != row["status"] else "")
-        lines.append("| %s | %s | %s | %s | %s |" % (row["index"], row["name"] or "base", status, " | ".join(cells),
-                                                    _note(row, decision["judgements"].get(row["id"]), decision)))
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            row["index"], row["name"] or "base", status, " | ".join(cells),
+            _note(row, decision["judgements"].get(row["id"]), decision)))
     pending = [c for c in plan["candidates"] if c["id"] not in rows]
     if pending:
         lines += ["", "Not run (yet): " + ", ".join("%d %s" % (c["index"], c["name"]) for c in pending)]

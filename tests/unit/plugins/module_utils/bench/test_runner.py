@@ -6,10 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
-
-import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import inputs as bench_inputs
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import runner

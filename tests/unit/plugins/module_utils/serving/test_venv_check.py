@@ -31,7 +31,8 @@ def make_dist(site, name, version, files):
 def run_in(site):
     """Only the stdlib and ``site`` on the path (-S: no site-packages of the test's own interpreter)."""
     def run(cmd, **kw):
-        return subprocess.run([cmd[0], "-S"] + cmd[1:], env=dict(os.environ, PYTHONPATH=str(site)), **kw)
+        check = kw.pop("check", False)
+        return subprocess.run([cmd[0], "-S"] + cmd[1:], env=dict(os.environ, PYTHONPATH=str(site)), check=check, **kw)
     return run
 
 

@@ -28,15 +28,15 @@ objective: {concurrency: 1}
 
 def params(**kw):
     p = {"action": None, "campaign": None, "base_options": {"device": "cpu"}, "profile_options": {}, "state_dir": None,
-         "plan": None, "index": None, "stage": None, "failure": None, "levels": None, "parser": None, "message": "",
+         "plan": None, "index": None, "stage": None, "failure": None, "levels": None, "parser": None, "note": "",
          "duration_s": 0.0, "plots": False}
     p.update(kw)
     return p
 
 
 def level(tput):
-    return {"failed": False, "failure_class": "", "results": [{"concurrency": 1, "output_throughput": tput,
-                                                                "ttft_ms": {"p99": 10.0}, "tpot_ms": {"p50": 1.0}}]}
+    return {"failed": False, "failure_class": "", "results": [
+        {"concurrency": 1, "output_throughput": tput, "ttft_ms": {"p99": 10.0}, "tpot_ms": {"p50": 1.0}}]}
 
 
 def test_plan_begin_record_report(tmp_path):
