@@ -49,9 +49,9 @@ def _event_payload(ev):
 
 def _raw_groups(reads):
     """``(t, body, payloads)`` per read that completed events: ``body`` is the bytes of those events without their
-    last separator; ``payloads`` is None when every event is exactly ``data: <payload>`` (what SGLang, vLLM and
-    transformers send: :func:`parse_reads` then works on ``body`` itself, without a bytes object per event), else
-    the list of ``data:`` payloads. Also returns the incomplete last event (``tail``) as the generator's value."""
+    last separator; ``payloads`` is the number of events when every event is exactly ``data: <payload>`` (what
+    SGLang, vLLM and transformers send: :func:`parse_reads` then works on ``body`` itself, without a bytes object
+    per event), else the list of ``data:`` payloads. Also returns the incomplete last event (``tail``) as the generator's value."""
     buf = b""
     for t, chunk in reads:
         buf = buf + chunk if buf else chunk
@@ -63,9 +63,11 @@ def _raw_groups(reads):
         body = buf[:end]
         buf = buf[end + 2:]
         # plain stream: every newline of the body is one of the separators' two, so no event had another line
-        if body[:6] == b"data: " and body.count(b"\n") == 2 * body.count(b"\n\ndata: "):
-            yield t, body, None
-            continue
+        if body[:6] == b"data: ":
+            seps = body.count(PLAIN_SEP)
+            if body.count(b"\n") == 2 * seps:
+                yield t, body, seps + 1
+                continue
         payloads = [x for x in (_event_payload(e) for e in body.split(b"\n\n") if e) if x is not None]
         if payloads:
             yield t, body, payloads
@@ -89,7 +91,7 @@ def split_groups(reads):
     and ``event:``/``id:`` lines. Returns ``(groups, tail)``; ``tail`` is an incomplete last event.
     """
     raw, tail = _collect(_raw_groups(reads))
-    return [(t, payloads if payloads is not None else body[6:].split(PLAIN_SEP)) for t, body, payloads in raw], tail
+    return [(t, body[6:].split(PLAIN_SEP) if isinstance(payloads, int) else payloads) for t, body, payloads in raw], tail
 
 
 def split_events(reads):
@@ -203,10 +205,10 @@ def parse_reads(reads, api="completions", logprobs=False):
         if done:
             raise SSEError("data after [DONE]")
         head = None
-        if payloads is None:
-            # plain events: count and cut them on the body itself; the last three (finish_reason, usage, [DONE])
-            # are split off for the full decoder, the rest is one blob for the fast path
-            n = body.count(PLAIN_SEP) + 1
+        if isinstance(payloads, int):
+            # plain events: cut them on the body itself; the last three (finish_reason, usage, [DONE]) are split
+            # off for the full decoder, the rest is one blob for the fast path
+            n = payloads
             cut = len(body)
             for dummy in range(3 if n > 6 else 0):
                 cut = body.rfind(PLAIN_SEP, 0, cut)
