@@ -7,19 +7,44 @@ export GPUHOST_ROOT=$PWD
 glob=${1:-*}
 passed=0; failed=0; failed_names=()
 declare -a timings=()
+# Stages that only download and build fixtures run beside a CPU-bound stage that needs none of them: a pair
+# "A:B" starts B in the background when A starts (B's output is kept apart and printed after A's, each stage
+# keeps its own result and time). Only when both are selected; GPUHOST_OVERLAP= runs everything in order.
+overlap=${GPUHOST_OVERLAP-15-sanity:20-fixtures}
+selected=" $(for s in tests/stages/${glob}.sh; do [ -e "$s" ] && basename "$s" .sh; done | tr '\n' ' ') "
+declare -A beside=() deferred=()
+for pair in $overlap; do
+  a=${pair%%:*}; b=${pair##*:}
+  case "$selected" in *" $a "*) case "$selected" in *" $b "*) beside[$a]=$b; deferred[$b]=1 ;; esac ;; esac
+done
+record() {  # name rc seconds [note]
+  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); result=ok
+  else failed=$((failed + 1)); failed_names+=("$1"); result=FAILED; fi
+  timings+=("$(printf '%-28s %-7s %5ss%s' "$1" "$result" "$3" "${4:-}")")
+}
 for stage in tests/stages/${glob}.sh; do
   [ -e "$stage" ] || continue
   name=$(basename "$stage" .sh)
+  [ -n "${deferred[$name]:-}" ] && continue
+  bg=${beside[$name]:-}
+  if [ -n "$bg" ]; then
+    bglog=$(mktemp); bgstart=$(date +%s)
+    ( bash "tests/stages/$bg.sh" >"$bglog" 2>&1; echo $? >"$bglog.rc"; date +%s >"$bglog.end" ) &
+    bgpid=$!
+  fi
   echo "=================== stage $name ==================="
   start=$(date +%s)
-  if bash "$stage"; then
-    passed=$((passed + 1)); result=ok
-  else
-    failed=$((failed + 1)); failed_names+=("$name"); result=FAILED
-    # Setup failures make every later stage meaningless.
-    case "$name" in 00-*) echo "setup failed: stopping"; break ;; esac
+  bash "$stage"; rc=$?
+  record "$name" "$rc" "$(( $(date +%s) - start ))"
+  if [ -n "$bg" ]; then
+    wait "$bgpid"
+    echo "=================== stage $bg (ran beside $name) ==================="
+    cat "$bglog"
+    record "$bg" "$(cat "$bglog.rc")" "$(( $(cat "$bglog.end") - bgstart ))" " (beside $name)"
+    rm -f "$bglog" "$bglog.rc" "$bglog.end"
   fi
-  timings+=("$(printf '%-28s %-7s %5ss' "$name" "$result" "$(( $(date +%s) - start ))")")
+  # Setup failures make every later stage meaningless.
+  if [ "$rc" -ne 0 ]; then case "$name" in 00-*) echo "setup failed: stopping"; break ;; esac; fi
 done
 echo "=================== summary ==================="
 printf '%s\n' "${timings[@]}"

@@ -124,11 +124,11 @@ def classify_exception(exc):
     return "client_error", detail
 
 
-async def _one(session, url, body, headers):
+async def _one(session, url, body):
     mono = time.monotonic
     raw = {"start": mono(), "end": None, "status": None, "reads": None, "error": None, "detail": None}
     try:
-        async with session.post(url, data=body, headers=headers) as resp:  # the session's timeout
+        async with session.post(url, data=body) as resp:  # the session's headers and timeout
             raw["status"] = resp.status
             if resp.status != 200:
                 txt = (await resp.content.read(4096)).decode("utf-8", "replace")
@@ -242,8 +242,11 @@ async def run_shard_async(spec):
     lags, delays = [], []
     state = {"stop": False, "busy": []}
     # one timeout object and one parsed URL for the session: per request they were re-merged and re-parsed
+    # per request nothing is merged: headers and timeout are the session's, and no cookie jar is consulted
+    # (an OpenAI-compatible server sets none; aiohttp's default CookieJar filters and updates on every request)
     async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20, auto_decompress=False,
-                                     timeout=timeout) as session:
+                                     timeout=timeout, headers=spec["headers"],
+                                     cookie_jar=aiohttp.DummyCookieJar()) as session:
         resolution = await timer_resolution()  # ~12 ms once per process; inside the start delay when sharded
         delay = spec.get("start_at", 0) - time.monotonic()
         if delay > 0:
@@ -253,11 +256,10 @@ async def run_shard_async(spec):
         wall0 = time.monotonic()
         it = iter(range(len(bodies)))
         url = URL(spec["url"])
-        headers = spec["headers"]
 
         async def worker():
             for i in it:
-                raws[i] = await _one(session, url, bodies[i], headers)
+                raws[i] = await _one(session, url, bodies[i])
 
         await asyncio.gather(*[worker() for dummy in range(max(1, min(spec["concurrency"], len(bodies))))])
         wall = time.monotonic() - wall0

@@ -42,6 +42,7 @@ NUMBER_WORDS.update(dict((w, str(10 * i)) for i, w in enumerate(
     "thirty forty fifty sixty seventy eighty ninety".split(), 3)))
 _NUMERAL_WORDS = dict((v, k) for k, v in NUMBER_WORDS.items())
 _WORD_RE = re.compile(r"\w+", re.U)
+_ASCII_WORD_RE = re.compile(rb"\w+")  # the same words as _WORD_RE on ASCII text, on its bytes (faster)
 _CONTROL_RE = re.compile(u"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _CHAR_LOOP_RE = re.compile(r"(.{1,40}?)\1{5,}", re.S)
 
@@ -112,16 +113,23 @@ def repetition_flag(text, min_words=16, coverage=0.6, tail_words=64):
     """True when the output ends in a loop: within its last ``tail_words`` words (at least
     ``min_words``), a period of at most 16 words repeats over ``coverage`` of them; for text without
     words (CJK, symbols), a short character unit repeating 6+ times over half of a 40+ char text."""
-    words = _WORD_RE.findall(text[-tail_words * 12:].lower())[-tail_words:]
+    tail = text[-tail_words * 12:].lower()
+    words = (_ASCII_WORD_RE.findall(tail.encode("ascii")) if tail.isascii() else _WORD_RE.findall(tail))[-tail_words:]
     n = len(words)
     if n >= min_words:
         # a loop of period p covering `coverage` of the words leaves at most (1-coverage)*n + p distinct words
         max_period = min(16, n // 4)
-        if len(set(words)) > (1 - coverage) * n + max_period:
+        ids = {}
+        seq = [ids.setdefault(w, len(ids)) for w in words]
+        if len(ids) > (1 - coverage) * n + max_period:
             return False
         need = coverage * n - max_period
+        seq = bytes(seq) if len(ids) <= 256 else None  # one byte per word id
         for p in range(1, max_period + 1):
-            same = sum(map(operator.eq, words, words[p:]))
+            if seq is None:
+                same = sum(map(operator.eq, words, words[p:]))
+            else:  # positions where word i equals word i+p: the zero bytes of the shifted sequences XORed
+                same = (int.from_bytes(seq[:-p], "big") ^ int.from_bytes(seq[p:], "big")).to_bytes(n - p, "big").count(0)
             if same >= need and same >= 3 * p:
                 return True
         return False
@@ -132,6 +140,15 @@ def repetition_flag(text, min_words=16, coverage=0.6, tail_words=64):
     return False
 
 
+_ASCII_CONTROL = bytes(c for c in range(128) if _CONTROL_RE.match(chr(c)))
+
+
+def _has_ascii_control(text):
+    """``_CONTROL_RE.search`` for ASCII text: deleting the control bytes shortens it."""
+    b = text.encode("ascii")
+    return len(b.translate(None, _ASCII_CONTROL)) != len(b)
+
+
 def detect(text, checks=DETECTORS):
     """Return the list of detector flags that fire for ``text`` (empty list: looks coherent)."""
     flags = []
@@ -140,7 +157,7 @@ def detect(text, checks=DETECTORS):
         return ["empty"]
     if "replacement_chars" in checks and u"\ufffd" in text:
         flags.append("replacement_chars")
-    if "control_chars" in checks and _CONTROL_RE.search(text):
+    if "control_chars" in checks and (_has_ascii_control(text) if text.isascii() else _CONTROL_RE.search(text)):
         flags.append("control_chars")
     if "script_soup" in checks:
         shares = script_shares(text)

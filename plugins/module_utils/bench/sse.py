@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
 
 DONE = b"[DONE]"
+PLAIN_SEP = b"\n\ndata: "
 
 
 class SSEError(Exception):
@@ -46,14 +47,11 @@ def _event_payload(ev):
     return b"\n".join(datas) if datas else None
 
 
-def split_groups(reads):
-    """Split ``[(t, bytes), ...]`` reads into ``[(t, [payload, ...]), ...]``: the ``data:`` payloads of
-    the SSE events completed by each read, stamped with that read's time.
-
-    Handles CRLF, events split across reads, several events per read, multi-line data, comments
-    and ``event:``/``id:`` lines. Returns ``(groups, tail)``; ``tail`` is an incomplete last event.
-    """
-    groups = []
+def _raw_groups(reads):
+    """``(t, body, payloads)`` per read that completed events: ``body`` is the bytes of those events without their
+    last separator; ``payloads`` is the number of events when every event is exactly ``data: <payload>`` (what
+    SGLang, vLLM and transformers send: :func:`parse_reads` then works on ``body`` itself, without a bytes object
+    per event), else the list of ``data:`` payloads. Also returns the incomplete last event (``tail``) as the generator's value."""
     buf = b""
     for t, chunk in reads:
         buf = buf + chunk if buf else chunk
@@ -64,18 +62,36 @@ def split_groups(reads):
             continue
         body = buf[:end]
         buf = buf[end + 2:]
-        # fast path: every event is exactly "data: <payload>" (what SGLang/vLLM/transformers send): split on the
-        # separator, and when every newline of the body is one of those separators' two, no event had another line
-        payloads = None
+        # plain stream: every newline of the body is one of the separators' two, so no event had another line
         if body[:6] == b"data: ":
-            payloads = body[6:].split(b"\n\ndata: ")
-            if body.count(b"\n") != 2 * (len(payloads) - 1):
-                payloads = None
-        if payloads is None:
-            payloads = [x for x in (_event_payload(e) for e in body.split(b"\n\n") if e) if x is not None]
+            seps = body.count(PLAIN_SEP)
+            if body.count(b"\n") == 2 * seps:
+                yield t, body, seps + 1
+                continue
+        payloads = [x for x in (_event_payload(e) for e in body.split(b"\n\n") if e) if x is not None]
         if payloads:
-            groups.append((t, payloads))
-    return groups, buf.strip()
+            yield t, body, payloads
+    return buf.strip()
+
+
+def _collect(gen):
+    out = []
+    while True:
+        try:
+            out.append(next(gen))
+        except StopIteration as stop:
+            return out, stop.value
+
+
+def split_groups(reads):
+    """Split ``[(t, bytes), ...]`` reads into ``[(t, [payload, ...]), ...]``: the ``data:`` payloads of
+    the SSE events completed by each read, stamped with that read's time.
+
+    Handles CRLF, events split across reads, several events per read, multi-line data, comments
+    and ``event:``/``id:`` lines. Returns ``(groups, tail)``; ``tail`` is an incomplete last event.
+    """
+    raw, tail = _collect(_raw_groups(reads))
+    return [(t, body[6:].split(PLAIN_SEP) if isinstance(payloads, int) else payloads) for t, body, payloads in raw], tail
 
 
 def split_events(reads):
@@ -121,13 +137,17 @@ _PLAIN_RX = {
 
 def _fast_texts(payloads, api, logprobs=False, markers=True):
     """Text of plain content events (one choice, nothing else of interest) as ``(text, nonempty, empty)``, or
-    None to decode fully.
+    None to decode fully (see :func:`_fast_blob`)."""
+    return _fast_blob(b"\n".join(payloads), len(payloads), api, logprobs, markers)
+
+
+def _fast_blob(blob, count, api, logprobs=False, markers=True):
+    """:func:`_fast_texts` for ``count`` events whose payloads are all in ``blob`` (any separators between them).
 
     Events are JSON objects, so an unescaped double quote never occurs inside a captured string body. Without
     a backslash in the group the bodies are the text's UTF-8 bytes as they are (one regex pass, one decode);
     with escapes they are decoded together by one ``json.loads`` of an array of strings.
     """
-    blob = b"\n".join(payloads)
     if markers:
         for m in _SLOW_MARKERS:
             if m in blob:
@@ -142,7 +162,7 @@ def _fast_texts(payloads, api, logprobs=False, markers=True):
                 return None
     if b"\\" not in blob:
         found = _PLAIN_RX[api].findall(blob)
-        if len(found) != len(payloads):
+        if len(found) != count:
             return None
         empty = found.count(b"")
         try:
@@ -150,7 +170,7 @@ def _fast_texts(payloads, api, logprobs=False, markers=True):
         except UnicodeDecodeError:
             return None
     found = _TEXT_RX[api].findall(blob)
-    if len(found) != len(payloads):
+    if len(found) != count:
         return None
     try:
         texts = json.loads(b'["' + b'","'.join(found) + b'"]')
@@ -175,33 +195,55 @@ def parse_reads(reads, api="completions", logprobs=False):
     a finish reason, logprobs, an error or an unexpected shape goes through the full JSON decoder.
     """
     api = "chat" if api == "chat" else "completions"
-    groups, tail = split_groups(reads)
+    raw, tail = _collect(_raw_groups(reads))
     done = False
     chunk_times = []
     pieces = []
     state = {"finish": None, "usage": None, "err": None, "empty": 0, "logprobs": [], "events": 0,
              "reasoning": [], "reasoning_at": set()}
-    for t, payloads in groups:
+    for t, body, payloads in raw:
         if done:
             raise SSEError("data after [DONE]")
-        if DONE in payloads:
-            i = payloads.index(DONE)
+        head = None
+        if isinstance(payloads, int):
+            # plain events: cut them on the body itself; the last three (finish_reason, usage, [DONE]) are split
+            # off for the full decoder, the rest is one blob for the fast path
+            n = payloads
+            cut = len(body)
+            for dummy in range(3 if n > 6 else 0):
+                cut = body.rfind(PLAIN_SEP, 0, cut)
+            if cut < len(body):
+                head, count = body[6:cut], n - 3
+                payloads = body[cut + len(PLAIN_SEP):].split(PLAIN_SEP)
+            else:
+                payloads = body[6:].split(PLAIN_SEP)
+        if DONE in payloads or (head is not None and b"data: [DONE]\n\n" in body):
+            i = payloads.index(DONE) if DONE in payloads else -1
             if i != len(payloads) - 1:
                 raise SSEError("data after [DONE]")
             done = True
             payloads = payloads[:i]
-            if not payloads:
+            if not payloads and head is None:
                 continue
-        state["events"] += len(payloads)
+        state["events"] += len(payloads) + (count if head is not None else 0)
         # finish_reason/usage live in the last events of a stream: when a whole response arrives in one
         # read, its last few events take the full decoder and the rest stays on the fast path
         # (the head skips the marker scan: an error or multi-choice event there breaks the one-text-per-event
         # count and falls back anyway; usage/finish_reason come from the fully decoded tail)
-        split = len(payloads) > 6
-        head, rest = (payloads[:-3], payloads[-3:]) if split else (payloads, [])
-        fast = _fast_texts(head, api, logprobs, markers=not split)
+        head_list = None
+        if head is None and len(payloads) > 6:
+            head_list, payloads = payloads[:-3], payloads[-3:]
+            head, count = b"\n".join(head_list), len(head_list)
+        rest = payloads
+        if head is not None:
+            fast = _fast_blob(head, count, api, logprobs, markers=False)
+        else:
+            fast = _fast_texts(payloads, api, logprobs, markers=True) if payloads else None
+            if fast is not None:
+                rest = []
         if fast is None:
-            rest = payloads
+            if head is not None:
+                rest = (head_list if head_list is not None else head.split(PLAIN_SEP)) + payloads
         else:
             joined, nonempty, empty = fast
             if nonempty:

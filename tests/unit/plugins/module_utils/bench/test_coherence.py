@@ -5,6 +5,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import random
+import re
+
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence as c
@@ -110,3 +113,32 @@ def test_summarize_no_answer():
     assert c.summarize([na, na])["class"] == "no_answer"
     assert c.summarize([{"passed": True, "class": "ok"}, na])["class"] == "no_answer"
     assert c.summarize([na, {"passed": False, "class": "incoherent"}])["class"] == "incoherent"
+
+
+def _reference_repetition(text, min_words=16, coverage=0.6, tail_words=64):
+    """The detector's rule written out plainly (str words, pairwise comparison)."""
+    words = re.findall(r"\w+", text[-tail_words * 12:].lower(), re.U)[-tail_words:]
+    n = len(words)
+    if n < min_words:
+        return None  # the character-loop branch is not what this compares
+    max_period = min(16, n // 4)
+    if len(set(words)) > (1 - coverage) * n + max_period:
+        return False
+    need = coverage * n - max_period
+    return any(sum(1 for i in range(n - p) if words[i] == words[i + p]) >= max(need, 3 * p)
+               for p in range(1, max_period + 1))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fast_repetition_and_control_checks_agree_with_the_plain_rule(seed):
+    rnd = random.Random(seed)
+    vocab = ["alpha", "bravo", "caf\u00e9", "x1", "_u", "\u4e2d\u6587", "z"][:rnd.randint(2, 7)]
+    loop = [rnd.choice(vocab) for dummy in range(rnd.randint(1, 12))]
+    words = [rnd.choice(vocab) for dummy in range(rnd.randint(0, 40))] + loop * rnd.randint(0, 10)
+    text = rnd.choice([" ", ", ", ". "]).join(words)
+    if seed % 5 == 0:
+        text += rnd.choice(["\x07", "\x1b[0m", "\t", "\x85"])
+    want = _reference_repetition(text)
+    if want is not None:
+        assert c.repetition_flag(text) is want, text
+    assert ("control_chars" in c.detect(text)) is bool(re.search(u"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", text))

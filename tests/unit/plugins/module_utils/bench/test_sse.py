@@ -180,3 +180,52 @@ def test_plain_fast_path_keeps_utf8_empties_and_compact_json(api):
     assert len(p["chunk_times"]) == len([x for x in pieces if x])
     assert p["empty_events"] == len(pieces) - len([x for x in pieces if x]) + 1
     assert p["finish_reason"] == "stop" and p["done"]
+
+
+def _reference(reads, api):
+    """Every event decoded on its own with json (no fast path): what parse_reads must agree with."""
+    buf = b""
+    text, times, finish, usage, events, empties = [], [], None, None, 0, 0
+    for t, chunk in reads:
+        buf += chunk
+        while b"\n\n" in buf:
+            e, buf = buf.split(b"\n\n", 1)
+            if e[6:] == b"[DONE]":
+                continue
+            o = json.loads(e[6:])
+            events += 1
+            usage = o.get("usage") or usage
+            for ch in o.get("choices") or []:
+                piece = (ch.get("delta") or {}).get("content") if api == "chat" else ch.get("text")
+                if piece:
+                    text.append(piece)
+                    times.append(t)
+                else:
+                    empties += 1
+                finish = ch.get("finish_reason") or finish
+    return "".join(text), times, finish, usage, events, empties
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_plain_body_path_agrees_with_decoding_every_event(api, seed):
+    """Plain streams are parsed on the read's bytes without a bytes object per event: text, times, finish
+    reason, usage and counts must be those of a one-event-at-a-time JSON decode, in one read or many."""
+    rnd = random.Random(seed)
+    words = [u" a", u" b\u00e9", u" \"q\"", u" \\x", u"", u" \u4e2d", u" tab\t", u" n\nl"]
+    pieces = [rnd.choice(words) for dummy in range(rnd.randint(1, 80))]
+    body = stream(pieces, api, usage=rnd.random() < 0.7)
+    sizes = [len(body)] if seed % 2 == 0 else [rnd.randint(1, 300) for dummy in range(400)]
+    reads = chop(body, sizes)
+    r = bench_sse.parse_reads(reads, api)
+    ref = _reference(reads, api)
+    assert (r["text"], r["chunk_times"], r["finish_reason"], r["usage"], r["events"], r["empty_events"]) == ref
+    assert r["done"] is True
+
+
+def test_done_before_the_last_events_of_one_read_raises():
+    body = b"".join(ev(comp(" w%d" % i)) for i in range(10))
+    with pytest.raises(bench_sse.SSEError, match="after"):
+        bench_sse.parse_reads([(1.0, body + b"data: [DONE]\n\n" + body)])
+    with pytest.raises(bench_sse.SSEError, match="after"):
+        bench_sse.parse_reads([(1.0, ev(comp(" a")) * 8 + b"data: [DONE]\n\n" + ev(comp(" b")) * 8)])
