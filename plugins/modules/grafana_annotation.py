@@ -79,7 +79,7 @@ extends_documentation_fragment:
 EXAMPLES = r"""
 - name: Deploy done, on the serving dashboard
   gpuhost.sglang.grafana_annotation:
-    url: "{{ monitoring_annotations_url }}"
+    url: "{{ monitoring_grafana_url }}"
     token: "{{ monitoring_grafana_token }}"
     text: "deploy sglang 0.5.23 on gpu1"
     tags: [gpuhost, deploy, gpu1]

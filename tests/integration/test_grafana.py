@@ -12,6 +12,7 @@ __metaclass__ = type
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import threading
 import urllib.error
@@ -171,7 +172,7 @@ def test_annotation_client_posts_and_names_what_to_fix(standin):
     with pytest.raises(grafana.GrafanaError) as exc:
         grafana.AnnotationClient(url, TOKEN).post("x", dashboard_uid="nope")
     assert "HTTP 400 (Invalid dashboard UID in annotation request)" in str(exc.value)
-    with pytest.raises(grafana.GrafanaError, match="monitoring_annotations_url is 'grafana:3000'"):
+    with pytest.raises(grafana.GrafanaError, match="monitoring_grafana_url is 'grafana:3000'"):
         grafana.AnnotationClient("grafana:3000", TOKEN)
     with pytest.raises(grafana.GrafanaError, match="monitoring_grafana_token is empty"):
         grafana.AnnotationClient(url, "")
@@ -220,3 +221,77 @@ def test_grafana_grafana_modules_against_the_standin(standin, capsys):
     assert "glsa_wrong" not in res.stdout
     res = harness.call_module(capsys, gg_dashboard, dict(common, dashboard=dict(body, folderUid="nope")))
     assert res.rc == 1 and "'status': 400" in res["msg"], res
+
+
+def playbook(tmp_path, url, token, includes, *args):
+    """One ansible-playbook run on the controller of roles/monitoring tasks_from for each (tasks_from, vars) in
+    ``includes``, in order; (rc, output)."""
+    tasks = [{"name": "monitoring %s %d" % (tasks_from, n), "ansible.builtin.include_role": {
+        "name": "gpuhost.sglang.monitoring", "tasks_from": tasks_from}, "vars": extra}
+        for n, (tasks_from, extra) in enumerate(includes)]
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks,
+             "vars": {"monitoring_grafana_url": url, "monitoring_grafana_token": token}}]
+    path = tmp_path / "play.yml"
+    path.write_text(json.dumps(play))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           "-c", "local", str(path)] + list(args), env=harness.ansible_env(), cwd=harness.ROOT,
+                          capture_output=True, text=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def recap(out):
+    line = [x for x in out.splitlines() if x.startswith("localhost") and "ok=" in x][-1]
+    return dict(kv.split("=") for kv in line.split(":", 1)[1].split())
+
+
+PROVISION = [("grafana.yml", {})]
+
+
+@needs_collection
+def test_role_grafana_path_provisions_once_and_fails_clearly(standin, tmp_path):
+    """roles/monitoring tasks/grafana.yml with the real grafana.grafana modules: the folder, the datasource and both
+    dashboards; a second run changes nothing; a dashboard edited in Grafana is written back over the version Grafana
+    has; a wrong token fails naming monitoring_grafana_token, the token in no output even at -vvv."""
+    url, g = standin
+    rc, out = playbook(tmp_path, url, TOKEN, PROVISION)
+    assert rc == 0, out[-3000:]
+    assert int(recap(out)["changed"]) == 3, out[-3000:]   # folder, datasource, the dashboards (one loop)
+    assert list(g.folders) == ["gpuhost-sglang"] and sorted(g.dashboards) == ["gpuhost-gpu", "gpuhost-serving"]
+    assert all(d["folderUid"] == "gpuhost-sglang" for d in g.dashboards.values())
+    ds = list(g.datasources.values())
+    assert len(ds) == 1 and ds[0]["url"] == "http://127.0.0.1:9090" and ds[0]["isDefault"], ds
+    rc, out = playbook(tmp_path, url, TOKEN, PROVISION)
+    assert rc == 0 and int(recap(out)["changed"]) == 0, out[-3000:]
+    # someone edits a dashboard in Grafana, the datasource moves: the next run puts the shipped ones back
+    g.dashboards["gpuhost-gpu"]["dashboard"]["title"] = "edited"
+    g.dashboards["gpuhost-gpu"]["version"] = g.dashboards["gpuhost-gpu"]["dashboard"]["version"] = 2
+    rc, out = playbook(tmp_path, url, TOKEN, [("grafana.yml", {"monitoring_grafana_prometheus_url": "http://10.1.2.3:9090"})])
+    assert rc == 0 and int(recap(out)["changed"]) == 2, out[-3000:]
+    assert g.dashboards["gpuhost-gpu"]["dashboard"]["title"] == "gpuhost.sglang / GPUs"
+    assert g.dashboards["gpuhost-gpu"]["version"] == 3 and g.dashboards["gpuhost-serving"]["version"] == 1
+    assert list(g.datasources.values())[0]["url"] == "http://10.1.2.3:9090" and len(g.datasources) == 1
+    rc, out = playbook(tmp_path, url, "glsa_wrong_0123", PROVISION, "-vvv")
+    assert rc == 2 and "Grafana refused monitoring_grafana_token" in out and "HTTP 401" in out, out[-3000:]
+    assert "glsa_wrong_0123" not in out
+
+
+@needs_collection
+def test_role_annotate_posts_opt_in_and_never_logs_the_token(standin, tmp_path):
+    url, g = standin
+    assert call(url + "/api/dashboards/db", "POST", {"dashboard": {"uid": "gpuhost-serving", "title": "S"}})[0] == 200
+    rc, out = playbook(tmp_path, url, TOKEN, [
+        ("annotate.yml", {"monitoring_annotation_text": "off by default"}),
+        ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "deploy done",
+                          "monitoring_annotation_tags": ["deploy"]}),
+        ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "rollback",
+                          "monitoring_grafana_token": "glsa_wrong_0123", "monitoring_annotation_on_error": "warn"})],
+        "-vvv")
+    assert rc == 0, out[-3000:]
+    assert TOKEN not in out and "glsa_wrong_0123" not in out
+    (a,) = g.annotations
+    assert (a["text"], a["dashboardUID"], a["tags"]) == ("deploy done", "gpuhost-serving", ["gpuhost", "deploy", "localhost"])
+    assert "annotation not posted" in out and "HTTP 401" in out, out[-3000:]
+    rc, out = playbook(tmp_path, url, "glsa_wrong_0123", [
+        ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "deploy done"})])
+    assert rc == 2 and "HTTP 401 (Invalid API key)" in out and "glsa_wrong_0123" not in out, out[-3000:]
+    assert len(g.annotations) == 1

@@ -30,7 +30,7 @@ _HINTS = {
     400: "Grafana rejected the annotation (an unknown dashboard UID or an empty text)",
     401: "Grafana refused the token: set monitoring_grafana_token to a valid service account token",
     403: "the token may not create annotations: give its service account the Editor role (annotations:create)",
-    404: "no annotations API at this address: is monitoring_annotations_url Grafana's root URL?",
+    404: "no annotations API at this address: is monitoring_grafana_url Grafana's root URL?",
 }
 
 
@@ -41,8 +41,8 @@ def _now_ms():
 class AnnotationClient(object):
     def __init__(self, url, token, timeout=10, validate_certs=True, opener=open_url):
         if not url or not url.startswith(("http://", "https://")):
-            raise GrafanaError("monitoring_annotations_url is %r: allowed values are http:// or https:// URLs of "
-                               "Grafana (or empty to post no annotations)" % (url,))
+            raise GrafanaError("monitoring_grafana_url is %r: allowed values are http:// or https:// URLs of "
+                               "Grafana (or monitoring_annotations: false to post none)" % (url,))
         if not token:
             raise GrafanaError("monitoring_grafana_token is empty: Grafana needs a service account token to accept "
                                "annotations (Bearer auth)")
@@ -69,7 +69,7 @@ class AnnotationClient(object):
                 self.url, method, path.split("?")[0], exc.code, (" (%s)" % said) if said else "",
                 _HINTS.get(exc.code, "unexpected answer")))
         except (URLError, OSError) as exc:
-            raise GrafanaError("Grafana at %s is not reachable (%s): check monitoring_annotations_url" % (
+            raise GrafanaError("Grafana at %s is not reachable (%s): check monitoring_grafana_url" % (
                 self.url, getattr(exc, "reason", exc)))
 
     def post(self, text, tags=(), dashboard_uid="", panel_id=0, time_ms=None, time_end_ms=None):
