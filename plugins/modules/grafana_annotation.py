@@ -65,15 +65,9 @@ options:
     default: fail
 notes:
   - In check mode nothing is posted.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuhost.sglang.attributes.check_mode_full
 """
 
 EXAMPLES = r"""
