@@ -76,10 +76,10 @@ def test_targets_up_with_a_query_result_each(host):
     targets, dt = wait(all_up, 30)
     assert targets, api(host, "targets")
     jobs = sorted(x["labels"]["job"] for x in targets)
-    assert jobs == ["controller", "dcgm", "node", "prometheus", "sglang"], jobs
+    assert jobs == ["controller", "dcgm", "node", "prometheus", "router", "sglang"], jobs
     queries = {"sglang": 'sglang_num_requests_total', "node": 'node_load1',
                "dcgm": 'DCGM_FI_DEV_GPU_TEMP', "prometheus": 'prometheus_build_info',
-               "controller": 'gpuhost_baseline_ttft_p99_seconds'}
+               "controller": 'gpuhost_baseline_ttft_p99_seconds', "router": 'smg_worker_health'}
     for x in sorted(targets, key=lambda t: t["labels"]["job"]):
         job = x["labels"]["job"]
         res = api(host, "query", query='%s{job="%s"}' % (queries[job], job))["result"]
