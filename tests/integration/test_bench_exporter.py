@@ -105,4 +105,3 @@ def test_missing_directory_is_named(tmp_path):
                         text=True, timeout=60, check=False)
     assert cp.returncode == 2 and "--baseline-dir is '%s': allowed values are existing directories" % (
         tmp_path / "nope") in cp.stderr
-

@@ -247,29 +247,37 @@ def recap(out):
 PROVISION = [("grafana.yml", {})]
 
 
+def provisioned_earlier(url, g):
+    """The state a first run of the role leaves (molecule monitoring runs that one, and its idempotence run):
+    the folder, the datasource and both dashboards at version 1."""
+    assert call(url + "/api/folders", "POST", {"uid": "gpuhost-sglang", "title": "gpuhost.sglang"})[0] == 200
+    assert call(url + "/api/datasources", "POST", {"name": "Prometheus", "type": "prometheus", "access": "proxy",
+                                                   "url": "http://127.0.0.1:9090", "isDefault": True})[0] == 200
+    for name in sorted(os.listdir(DASHBOARDS)):
+        with open(os.path.join(DASHBOARDS, name)) as f:
+            body = {"dashboard": json.load(f), "folderUid": "gpuhost-sglang", "overwrite": False}
+        body["dashboard"]["version"] = 0
+        assert call(url + "/api/dashboards/db", "POST", body)[1]["version"] == 1
+    return dict((uid, d["version"]) for uid, d in g.dashboards.items())
+
+
 @needs_collection
-def test_role_grafana_path_provisions_once_and_fails_clearly(standin, tmp_path):
-    """roles/monitoring tasks/grafana.yml with the real grafana.grafana modules: the folder, the datasource and both
-    dashboards; a second run changes nothing; a dashboard edited in Grafana is written back over the version Grafana
-    has; a wrong token fails naming monitoring_grafana_token, the token in no output even at -vvv."""
+def test_role_grafana_path_puts_back_what_changed_and_fails_clearly(standin, tmp_path):
+    """roles/monitoring tasks/grafana.yml with the real grafana.grafana modules, over what a first run left: a
+    dashboard edited in Grafana is written back over the version Grafana has (the other is not touched), a moved
+    datasource is updated in place; a wrong token fails naming monitoring_grafana_token, the token in no output even
+    at -vvv. (The first run and the no-change second run are molecule monitoring's converge and idempotence.)"""
     url, g = standin
-    rc, out = playbook(tmp_path, url, TOKEN, PROVISION)
-    assert rc == 0, out[-3000:]
-    assert int(recap(out)["changed"]) == 3, out[-3000:]   # folder, datasource, the dashboards (one loop)
-    assert list(g.folders) == ["gpuhost-sglang"] and sorted(g.dashboards) == ["gpuhost-gpu", "gpuhost-serving"]
-    assert all(d["folderUid"] == "gpuhost-sglang" for d in g.dashboards.values())
-    ds = list(g.datasources.values())
-    assert len(ds) == 1 and ds[0]["url"] == "http://127.0.0.1:9090" and ds[0]["isDefault"], ds
-    rc, out = playbook(tmp_path, url, TOKEN, PROVISION)
-    assert rc == 0 and int(recap(out)["changed"]) == 0, out[-3000:]
-    # someone edits a dashboard in Grafana, the datasource moves: the next run puts the shipped ones back
+    assert provisioned_earlier(url, g) == {"gpuhost-serving": 1, "gpuhost-gpu": 1}
+    ident = list(g.datasources)[0]
     g.dashboards["gpuhost-gpu"]["dashboard"]["title"] = "edited"
     g.dashboards["gpuhost-gpu"]["version"] = g.dashboards["gpuhost-gpu"]["dashboard"]["version"] = 2
     rc, out = playbook(tmp_path, url, TOKEN, [("grafana.yml", {"monitoring_grafana_prometheus_url": "http://10.1.2.3:9090"})])
-    assert rc == 0 and int(recap(out)["changed"]) == 2, out[-3000:]
+    assert rc == 0 and int(recap(out)["changed"]) == 2, out[-3000:]   # the datasource, the dashboards loop
     assert g.dashboards["gpuhost-gpu"]["dashboard"]["title"] == "gpuhost.sglang / GPUs"
     assert g.dashboards["gpuhost-gpu"]["version"] == 3 and g.dashboards["gpuhost-serving"]["version"] == 1
-    assert list(g.datasources.values())[0]["url"] == "http://10.1.2.3:9090" and len(g.datasources) == 1
+    assert list(g.datasources) == [ident] and g.datasources[ident]["url"] == "http://10.1.2.3:9090"
+    assert list(g.folders) == ["gpuhost-sglang"]
     rc, out = playbook(tmp_path, url, "glsa_wrong_0123", PROVISION, "-vvv")
     assert rc == 2 and "Grafana refused monitoring_grafana_token" in out and "HTTP 401" in out, out[-3000:]
     assert "glsa_wrong_0123" not in out
@@ -284,14 +292,12 @@ def test_role_annotate_posts_opt_in_and_never_logs_the_token(standin, tmp_path):
         ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "deploy done",
                           "monitoring_annotation_tags": ["deploy"]}),
         ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "rollback",
-                          "monitoring_grafana_token": "glsa_wrong_0123", "monitoring_annotation_on_error": "warn"})],
-        "-vvv")
-    assert rc == 0, out[-3000:]
+                          "monitoring_grafana_token": "glsa_wrong_0123", "monitoring_annotation_on_error": "warn"}),
+        ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "refused",
+                          "monitoring_grafana_token": "glsa_wrong_0123"})], "-vvv")
+    assert rc == 2, out[-3000:]                                   # the last one fails the play
     assert TOKEN not in out and "glsa_wrong_0123" not in out
     (a,) = g.annotations
     assert (a["text"], a["dashboardUID"], a["tags"]) == ("deploy done", "gpuhost-serving", ["gpuhost", "deploy", "localhost"])
-    assert "annotation not posted" in out and "HTTP 401" in out, out[-3000:]
-    rc, out = playbook(tmp_path, url, "glsa_wrong_0123", [
-        ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "deploy done"})])
-    assert rc == 2 and "HTTP 401 (Invalid API key)" in out and "glsa_wrong_0123" not in out, out[-3000:]
-    assert len(g.annotations) == 1
+    assert "annotation not posted" in out and "HTTP 401 (Invalid API key)" in out, out[-3000:]
+    assert int(recap(out)["failed"]) == 1 and int(recap(out)["changed"]) == 1, out[-3000:]

@@ -48,7 +48,7 @@ def iso_to_epoch(stamp):
     if not stamp:
         return None
     try:
-        base, _, frac = stamp.rstrip("Z").partition(".")
+        base, dummy, frac = stamp.rstrip("Z").partition(".")
         secs = calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S"))
         return secs + (float("0." + frac) if frac else 0.0)
     except ValueError:
