@@ -11,10 +11,10 @@ SANDBOX_NAME := sandbox
 SANDBOX_INDEX := 200
 concurrency ?= 8
 
-.PHONY: role-docs setup apt venv fixtures sandbox sandbox-host sandbox-deploy sandbox-bench sandbox-destroy test clean-hosts
+.PHONY: role-docs setup apt venv collections fixtures sandbox sandbox-host sandbox-deploy sandbox-bench sandbox-destroy test clean-hosts
 
-## setup: Debian packages and the pinned controller toolchain (.venv)
-setup: apt venv
+## setup: Debian packages, the pinned controller toolchain (.venv) and the other collections (requirements/collections.txt)
+setup: apt venv collections
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -27,6 +27,9 @@ $(VENV)/.installed: requirements/dev.txt
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements/dev.txt
 	touch $@
+
+collections: venv
+	bash tests/fixtures/grafana-collection.sh
 
 ## fixtures: offline engine and router wheelhouses, controller engine venv, the tiny model, the Debian monitoring packages (cached under .cache/)
 fixtures: setup

@@ -20,10 +20,10 @@ def monitoring_thresholds(baseline_dir, factor=1.5):
 
 
 def monitoring_scrape_jobs(serving_hosts, hostvars, engine_port=30000, node_port=9100, dcgm_port=9400, metrics=True,
-                           routers=None, extra=None):
+                           routers=None, extra=None, controllers=None):
     try:
         return targets.scrape_jobs(list(serving_hosts), dict((h, hostvars[h]) for h in hostvars), engine_port,
-                                   node_port, dcgm_port, metrics, routers, extra)
+                                   node_port, dcgm_port, metrics, routers, extra, controllers)
     except targets.TargetError as exc:
         raise AnsibleFilterError(str(exc))
 

@@ -12,6 +12,7 @@ __metaclass__ = type
 import json
 import os
 import time
+import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 DASHBOARDS = os.path.join(ROOT, "roles", "monitoring", "files", "dashboards")
@@ -75,14 +76,18 @@ def test_targets_up_with_a_query_result_each(host):
     targets, dt = wait(all_up, 30)
     assert targets, api(host, "targets")
     jobs = sorted(x["labels"]["job"] for x in targets)
-    assert jobs == ["dcgm", "node", "prometheus", "sglang"], jobs
+    assert jobs == ["controller", "dcgm", "node", "prometheus", "router", "sglang"], jobs
     queries = {"sglang": 'sglang_num_requests_total', "node": 'node_load1',
-               "dcgm": 'DCGM_FI_DEV_GPU_TEMP', "prometheus": 'prometheus_build_info'}
+               "dcgm": 'DCGM_FI_DEV_GPU_TEMP', "prometheus": 'prometheus_build_info',
+               "controller": 'gpuhost_baseline_ttft_p99_seconds', "router": 'smg_worker_health'}
     for x in sorted(targets, key=lambda t: t["labels"]["job"]):
         job = x["labels"]["job"]
         res = api(host, "query", query='%s{job="%s"}' % (queries[job], job))["result"]
         assert res, (job, queries[job])
         print("target %-10s %-22s up; %s = %s" % (job, x["scrapeUrl"].split("/")[2], queries[job], res[0]["value"][1]))
+    # the controller's samples keep the benchmarked host (honor_labels), so they join the live series by host
+    res = api(host, "query", query='gpuhost_baseline_ttft_p99_seconds{job="controller"}')["result"]
+    assert res[0]["metric"]["host"] == "mon" and float(res[0]["value"][1]) == 0.2, res
 
 
 def panels():
@@ -138,3 +143,26 @@ def test_xid_error_fires(host):
         print("GpuXidError firing on both GPUs %.1f s after XID 79: %s" % (dt, got[0]["annotations"]["summary"]))
     finally:
         host.run_expect([0], "rm -f /etc/gpuhost-standin/dcgm-values.json")
+
+
+def grafana(path):
+    """GET the Grafana stand-in on the controller's loopback (prepare.yml) with the scenario's token."""
+    with open(os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "grafana.port")) as f:
+        port = int(f.read())
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 headers={"Authorization": "Bearer molecule-grafana-token"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read().decode())
+
+
+def test_grafana_provisioned_once_through_grafana_grafana():
+    """converge + idempotence ran the role's Grafana path twice: one folder, the datasource pointing at this
+    Prometheus, both dashboards in the folder at version 1 (the second run wrote nothing)."""
+    assert [f["uid"] for f in grafana("/api/folders")] == ["gpuhost-sglang"]
+    (ds,) = grafana("/api/datasources")
+    assert (ds["name"], ds["type"], ds["url"], ds["isDefault"]) == ("Prometheus", "prometheus", "http://127.0.0.1:9090", True)
+    for uid in ("gpuhost-serving", "gpuhost-gpu"):
+        got = grafana("/api/dashboards/uid/" + uid)
+        assert got["meta"]["folderUid"] == "gpuhost-sglang" and got["dashboard"]["version"] == 1, got["meta"]
+        print("grafana dashboard %-16s in folder %s, version %d, %d panels" % (
+            uid, got["meta"]["folderUid"], got["dashboard"]["version"], len(got["dashboard"]["panels"])))

@@ -8,7 +8,8 @@ Every serving host contributes its engine's /metrics (SGLang with --enable-metri
 dcgm-exporter packaging/config-files/systemd/nvidia-dcgm-exporter.service) is scraped where the driver lives: on a
 Proxmox VE box that is the node the container runs on (``gpuhost_proxmox_node``), not the container. Routers
 (SMG, ``--prometheus-port`` default 29000, sglang docs advanced_features/sgl_model_gateway.md) are listed
-explicitly. Every target carries a ``host`` label (the inventory name) the alert rules and dashboards group by.
+explicitly, and so is the controller's bench exporter (tools/bench_exporter.py: baselines and bench history).
+Every target carries a ``host`` label (the inventory name) the alert rules and dashboards group by.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,7 +27,7 @@ def _addr(name, hostvars, port):
 
 
 def scrape_jobs(serving_hosts, hostvars, engine_port=30000, node_port=9100, dcgm_port=9400, metrics=True,
-                routers=None, extra=None):
+                routers=None, extra=None, controllers=None):
     """List of Prometheus scrape_config dicts (job_name, metrics_path, static_configs)."""
     if not isinstance(serving_hosts, (list, tuple)):
         raise TargetError("monitoring_serving_hosts is %r: allowed values are a list of inventory host names"
@@ -54,6 +55,15 @@ def scrape_jobs(serving_hosts, hostvars, engine_port=30000, node_port=9100, dcgm
     if routers:
         jobs.append({"job_name": "router", "metrics_path": "/metrics",
                      "static_configs": [{"targets": [r], "labels": {"host": r.rsplit(":", 1)[0]}} for r in routers]})
+    if controllers:
+        # tools/bench_exporter.py: its samples carry the benchmarked host's name as ``host``; honor_labels keeps it
+        # (the target's own address is ``instance``), so dashboards join baselines to live series by host.
+        bad = [c for c in controllers if not isinstance(c, str) or ":" not in c]
+        if bad:
+            raise TargetError("monitoring_controller_targets entry %r: allowed values are host:port strings"
+                              % (bad[0],))
+        jobs.append({"job_name": "controller", "metrics_path": "/metrics", "honor_labels": True,
+                     "static_configs": [{"targets": list(controllers)}]})
     for job in extra or []:
         if not isinstance(job, dict) or not job.get("job_name"):
             raise TargetError("monitoring_extra_scrape_configs entry %r: allowed values are Prometheus "

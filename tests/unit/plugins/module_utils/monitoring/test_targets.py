@@ -34,3 +34,12 @@ def test_bad_inputs_name_the_variable():
         t.scrape_jobs("metal", HV)
     with pytest.raises(t.TargetError, match="repeats job_name node"):
         t.scrape_jobs(["metal"], HV, extra=[{"job_name": "node", "static_configs": []}])
+
+
+def test_controller_bench_exporter_job_keeps_the_benchmarked_host_label():
+    jobs = t.scrape_jobs(["metal"], HV, controllers=["10.231.4.1:9849"])
+    (ctl,) = [j for j in jobs if j["job_name"] == "controller"]
+    assert ctl["honor_labels"] is True and ctl["static_configs"] == [{"targets": ["10.231.4.1:9849"]}]
+    assert "controller" not in [j["job_name"] for j in t.scrape_jobs(["metal"], HV)]
+    with pytest.raises(t.TargetError, match="monitoring_controller_targets entry '10.231.4.1': allowed values are host:port"):
+        t.scrape_jobs(["metal"], HV, controllers=["10.231.4.1"])
