@@ -52,6 +52,7 @@ sglang_version: "0.5.23"
 sglang_launch_module: gpuhost_replica
 sglang_replica_group: replica_a
 sglang_dist_port: 5757
+sglang_dist_ifname: dp0
 sglang_replica_watch_port: 5999
 sglang_replica_join_timeout: 120
 sglang_model_source: controller
@@ -89,13 +90,32 @@ def stage_engine(host):
     wheelhouse, the stand-in's canary answers."""
     sys.path.insert(0, os.path.join(ROOT, "plugins", "module_utils", "bench"))
     from probes import DEFAULT_PROBES  # pylint: disable=import-outside-toplevel
-    answers = json.dumps(dict((p["prompt"], " " + p["expect"] + ".") for p in DEFAULT_PROBES))
+    answers = dict((p["prompt"], " " + p["expect"] + ".") for p in DEFAULT_PROBES)
+    answers.update((p["question"], p["expect"] + ".") for p in DEFAULT_PROBES)
+    answers = json.dumps(answers)
     ssh(host, "set -e; apt-get install -y -qq python3-venv >/dev/null 2>&1 || true; python3 -m venv /opt/sglang/venv; "
               "echo /opt/sglang-site > /opt/sglang/venv/lib/python3.11/site-packages/zz-sglang-0.5.23.pth; "
               "/opt/sglang/venv/bin/pip install -q --no-index --find-links /opt/wheelhouse uvicorn fastapi; "
               "echo '%s' > /opt/sglang/venv/.gpuhost-install.json; mkdir -p /etc/sglang; "
               "echo '%s' > /etc/sglang/standin-answers.json; chmod 0644 /etc/sglang/standin-answers.json"
         % (json.dumps(STAMP), answers.replace("'", "")))
+
+
+DATA_PLANE = ["10.233.7.1", "10.233.7.2"]
+
+
+def data_plane(hosts):
+    """A point-to-point link dp0 between the two hosts' network namespaces (the replica's data-plane network, as a
+    separate NIC on GPU hosts: sglang_dist_address, sglang_dist_ifname); the management addresses do not route
+    between test hosts. Removed with the namespaces."""
+    ns = ["%s-%s" % (ENV["GPUHOST_TESTHOST_TAG"], h["name"]) for h in hosts]
+    cmds = [["ip", "link", "add", "mndp0", "netns", ns[0], "type", "veth", "peer", "name", "mndp1", "netns", ns[1]]]
+    for i in (0, 1):
+        cmds += [["ip", "-n", ns[i], "link", "set", "mndp%d" % i, "name", "dp0"],
+                 ["ip", "-n", ns[i], "addr", "add", DATA_PLANE[i] + "/30", "dev", "dp0"],
+                 ["ip", "-n", ns[i], "link", "set", "dp0", "up"]]
+    for cmd in cmds:
+        subprocess.run(cmd, check=True, capture_output=True)
 
 
 def create_hosts(tmp):
@@ -106,12 +126,14 @@ def create_hosts(tmp):
                                "--bind-ro", os.path.join(ROOT, ".cache", "wheelhouse") + ":/opt/wheelhouse"],
                               env=ENV, check=True, capture_output=True, text=True)
         hosts.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    data_plane(hosts)
     os.makedirs(os.path.join(tmp, "group_vars"), exist_ok=True)
     lines = ["all:", "  children:", "    sglang_servers:", "      children:", "        replica_a:", "          hosts:"]
     for h in hosts:
         lines += ["            %s:" % h["name"], "              ansible_host: %s" % h["address"],
                   "              ansible_user: root", "              ansible_ssh_private_key_file: %s" % h["identity_file"],
-                  "              ansible_python_interpreter: /usr/bin/python3"]
+                  "              ansible_python_interpreter: /usr/bin/python3",
+                  "              sglang_dist_address: %s" % DATA_PLANE[hosts.index(h)]]
     with open(os.path.join(tmp, "hosts.yml"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     with open(os.path.join(tmp, "group_vars", "sglang_servers.yml"), "w") as fh:
@@ -169,7 +191,8 @@ def first_deploy(replica):
     # rank 0 was started first; rank 1 joined it
     assert int(r0["ExecMainStartTimestampMonotonic"]) < int(r1["ExecMainStartTimestampMonotonic"])
     assert "--node-rank 0" in argv(hosts[0]) and "--node-rank 1" in argv(hosts[1])
-    assert "--dist-init-addr %s:5757" % hosts[0]["address"] in argv(hosts[1])
+    assert "--dist-init-addr %s:5757" % DATA_PLANE[0] in argv(hosts[1])
+    assert "NCCL_SOCKET_IFNAME=dp0" in ssh(hosts[1], "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value sglang.service)/environ")
     assert models(hosts[0]) == "/var/lib/sglang/models/tiny" and models(hosts[1]) == ""
     assert re.search(r"validated[^\n]*True", out) or "candidate 0 passed the gate" in out
     return {"first_deploy_s": round(secs, 1)}

@@ -201,13 +201,33 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        if self.path == "/v1/completions":
-            text = self.answers.get(req.get("prompt", ""), " I do not know.")
-            self._send(200, {"object": "text_completion", "model": self.model,
-                             "choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
-                             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-        else:
-            self._send(404, {"error": "not found"})
+        chat = self.path == "/v1/chat/completions"
+        if not chat and self.path != "/v1/completions":
+            return self._send(404, {"error": "not found"})
+        key = (req.get("messages") or [{}])[-1].get("content", "") if chat else req.get("prompt", "")
+        text = self.answers.get(key, " I do not know.")
+        kind = "chat.completion" if chat else "text_completion"
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        if not req.get("stream"):
+            choice = {"index": 0, "finish_reason": "stop"}
+            choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+            return self._send(200, {"object": kind, "model": self.model, "choices": [choice], "usage": usage})
+        # OpenAI-style server-sent events, as SGLang streams them: one chunk, the finish, usage, [DONE]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        piece = {"delta": {"role": "assistant", "content": text}} if chat else {"text": text}
+        for chunk in ({"index": 0, "finish_reason": None}, {"index": 0, "finish_reason": "stop"}):
+            if chunk["finish_reason"] is None:
+                chunk.update(piece)
+            else:
+                chunk.update({"delta": {}} if chat else {"text": ""})
+            body = {"object": kind + ".chunk" if chat else kind, "model": self.model, "choices": [chunk]}
+            self.wfile.write(("data: %s\n\n" % json.dumps(body)).encode())
+        self.wfile.write(("data: %s\n\n" % json.dumps({"object": kind, "model": self.model, "choices": [],
+                                                          "usage": usage})).encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
 
 
 def standin(argv, environ):
