@@ -225,14 +225,14 @@ def kill_rank_1(replica):
 def roll_changed_option(replica):
     hosts, inventory = replica
     before = [unit(h) for h in hosts]
-    rc, out, secs = deploy(inventory, {"sglang_options": {"tp-size": 2, "max-running-requests": 16}})
+    rc, out, secs = deploy(inventory, {"sglang_options": {"tp-size": 2, "max-running-requests": 32}})
     assert rc == 0, out[-4000:]
     after = [unit(h) for h in hosts]
     assert all(a["MainPID"] != b["MainPID"] for a, b in zip(after, before))
-    assert "--max-running-requests 16" in argv(hosts[0]) and "--max-running-requests 16" in argv(hosts[1])
+    assert "--max-running-requests 32" in argv(hosts[0]) and "--max-running-requests 32" in argv(hosts[1])
     assert int(after[0]["ExecMainStartTimestampMonotonic"]) < int(after[1]["ExecMainStartTimestampMonotonic"])
     assert models(hosts[0]) == "/var/lib/sglang/models/tiny"
-    plan = re.findall(r"batch \d+: [^\"]*", out)
+    plan = re.findall(r"batch \d+: [^'\n\"]*", out)
     return {"roll_s": round(secs, 1), "plan": plan[:2]}
 
 

@@ -18,7 +18,7 @@
 
 2. Stand-in rank (`python gpuhost-launch.py -m gpuhost_replica ARGS`): takes SGLang's own argv (validated
    beforehand by SGLang's parser) and behaves like a rank for ordering and restarts, not for inference:
-   rank 0 binds the --dist-init-addr port (the TCPStore torch's rendezvous serves there), the other ranks
+   rank 0 binds the --dist-init-addr port for its lifetime (the TCPStore torch's rendezvous serves there), the other ranks
    connect and block until it is there; rank 0 opens its HTTP port only when every rank joined (SGLang 0.5.23
    starts the HTTP server on node_rank 0 after the scheduler processes initialised, which needs every rank;
    the other ranks serve no HTTP: launch_server only runs it on node_rank 0 -- unverified beyond 0.5.23).
@@ -67,9 +67,10 @@ class Rendezvous(object):
     """Rank 0 accepts the other ranks on PORT; rank >= 1 connects to HEAD:PORT (retrying until it is there).
     ``on_lost(rank)`` is called when a joined peer's connection ends."""
 
-    def __init__(self, rank, nnodes, head, port, join_timeout, on_lost, name, state_file=None):
+    def __init__(self, rank, nnodes, head, port, join_timeout, on_lost, name, state_file=None, keep_listening=False):
         self.rank, self.nnodes, self.head, self.port = int(rank), int(nnodes), head, int(port)
         self.join_timeout, self.on_lost, self.name, self.state_file = float(join_timeout), on_lost, name, state_file
+        self.keep_listening = keep_listening
         self.joined = set([self.rank]) if self.rank == 0 else set()
         self.all_joined = threading.Event()
         self.started = time.time()
@@ -141,7 +142,15 @@ class Rendezvous(object):
         for peer, conn in conns.items():
             conn.sendall(b"all\n")
             threading.Thread(target=self._watch, args=(conn, peer), daemon=True).start()
-        srv.close()  # a rank that restarts must find the port closed until rank 0 restarts too
+        if not self.keep_listening:
+            srv.close()  # the peer watch: a rank that restarts finds the port closed until rank 0 restarts too
+            return
+        # torch's TCPStore server lives as long as rank 0's process: the port stays open, late ranks get nowhere
+        srv.settimeout(None)
+        while True:
+            conn, addr = srv.accept()
+            log("%s: all %d ranks joined already; refused %s" % (self.name, self.nnodes, addr[0]))
+            conn.close()
 
     def _connect(self):
         deadline = self.started + self.join_timeout
@@ -251,7 +260,7 @@ def standin(argv, environ):
 
     rdv = Rendezvous(args.node_rank, args.nnodes, head, port, environ.get("GPUHOST_STANDIN_JOIN_TIMEOUT", "600"),
                      lambda peer: threading.Thread(target=lost, args=(peer,), daemon=True).start(),
-                     "dist-init").start()
+                     "dist-init", keep_listening=True).start()
     rdv.all_joined.wait()
     if args.node_rank != 0:
         log("stand-in rank %d: all ranks joined; no HTTP server on node_rank > 0" % args.node_rank)
