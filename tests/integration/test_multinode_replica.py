@@ -33,12 +33,14 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 SITE = os.path.join(ROOT, ".cache", "sglang-venv", "lib", "python3.11", "site-packages")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
-ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="mn")
+ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="im")
 NAMES = ["mnr0", "mnr1"]
 SSH_OPTS = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5"]
 
-pytestmark = [pytest.mark.testhosts, pytest.mark.sglang]
+# ~15 min on the loaded 2-core machine (three deploys): past the CI budget; the CI-sized restart-together test is
+# tests/integration/test_replica_restart_hosts.py
+pytestmark = [pytest.mark.testhosts, pytest.mark.sglang, pytest.mark.long]
 
 if not (os.path.isdir(os.path.join(SITE, "sglang")) and os.path.isfile(os.path.join(MODELS, "good", "config.json"))):
     pytestmark.append(pytest.mark.skip(reason="fixtures missing: tests/fixtures/sglang-venv.sh and tinymodel.sh"))
