@@ -75,6 +75,7 @@ def unit_plan(units, serial, floor=0):
     for b in plan:
         members = [units[int(n[4:])] for n in b["hosts"]]
         b["units"] = [m[0] if len(m) == 1 else "[%s]" % " ".join(m) for m in members]
+        b["replicas"] = any(len(m) > 1 for m in members)
         b["hosts"] = [h for m in members for h in m]
         hosts += b["hosts"]
         sizes.append(len(b["hosts"]))
@@ -91,6 +92,6 @@ def roll_plan_lines(plan):
         if "units" in b:
             names = b["units"] if len(b["units"]) <= 6 else b["units"][:3] + ["..."] + b["units"][-2:]
         lines.append("batch %d: %d %s out, %d serving (floor %d)%s: %s" % (
-            b["batch"], b["size"], "unit(s)" if "units" in b else "host(s)", b["serving"], b["floor"],
+            b["batch"], b["size"], "unit(s)" if b.get("replicas") else "host(s)", b["serving"], b["floor"],
             "" if b["ok"] else " BELOW THE FLOOR", " ".join(names)))
     return lines
