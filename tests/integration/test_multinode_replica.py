@@ -29,14 +29,15 @@ import pytest
 
 from ansible_collections.gpuhost.sglang.tests import harness
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_replica_restart_hosts import data_plane, ssh  # noqa: E402  (shared with the CI-sized test)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 SITE = os.path.join(ROOT, ".cache", "sglang-venv", "lib", "python3.11", "site-packages")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
 ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="im")
 NAMES = ["mnr0", "mnr1"]
-SSH_OPTS = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-            "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5"]
 
 # ~15 min on the loaded 2-core machine (three deploys): past the CI budget; the CI-sized restart-together test is
 # tests/integration/test_replica_restart_hosts.py
@@ -79,14 +80,6 @@ sglang_environment:
 """
 
 
-def ssh(host, command, check=True):
-    proc = subprocess.run(["ssh", *SSH_OPTS, "-i", host["identity_file"], "root@%s" % host["address"], command],
-                          capture_output=True, text=True, timeout=300, check=False)
-    if check:
-        assert proc.returncode == 0, "ssh %s %r failed: %s" % (host["name"], command, proc.stderr)
-    return proc.stdout.strip()
-
-
 def stage_engine(host):
     """SGLang 0.5.23 (the parser venv, bound read-only) on the engine venv's path, uvicorn/fastapi from the
     wheelhouse, the stand-in's canary answers."""
@@ -106,20 +99,6 @@ def stage_engine(host):
 DATA_PLANE = ["10.233.7.1", "10.233.7.2"]
 
 
-def data_plane(hosts):
-    """A point-to-point link dp0 between the two hosts' network namespaces (the replica's data-plane network, as a
-    separate NIC on GPU hosts: sglang_dist_address, sglang_dist_ifname); the management addresses do not route
-    between test hosts. Removed with the namespaces."""
-    ns = ["%s-%s" % (ENV["GPUHOST_TESTHOST_TAG"], h["name"]) for h in hosts]
-    cmds = [["ip", "link", "add", "mndp0", "netns", ns[0], "type", "veth", "peer", "name", "mndp1", "netns", ns[1]]]
-    for i in (0, 1):
-        cmds += [["ip", "-n", ns[i], "link", "set", "mndp%d" % i, "name", "dp0"],
-                 ["ip", "-n", ns[i], "addr", "add", DATA_PLANE[i] + "/30", "dev", "dp0"],
-                 ["ip", "-n", ns[i], "link", "set", "dp0", "up"]]
-    for cmd in cmds:
-        subprocess.run(cmd, check=True, capture_output=True)
-
-
 def create_hosts(tmp):
     subprocess.run([sys.executable, TESTHOST, "prepare"], env=ENV, check=True, capture_output=True)
     hosts = []
@@ -128,7 +107,7 @@ def create_hosts(tmp):
                                "--bind-ro", os.path.join(ROOT, ".cache", "wheelhouse") + ":/opt/wheelhouse"],
                               env=ENV, check=True, capture_output=True, text=True)
         hosts.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    data_plane(hosts)
+    data_plane(["%s-%s" % (ENV["GPUHOST_TESTHOST_TAG"], h["name"]) for h in hosts], DATA_PLANE)
     os.makedirs(os.path.join(tmp, "group_vars"), exist_ok=True)
     lines = ["all:", "  children:", "    sglang_servers:", "      children:", "        replica_a:", "          hosts:"]
     for h in hosts:

@@ -42,7 +42,8 @@ Type=exec
 Environment=GPUHOST_REPLICA="rank=%(rank)d nnodes=2 head=%(head)s port=5999 join_timeout=60"
 Environment=GPUHOST_REPLICA_STATE=/run/replica.json
 Environment=GPUHOST_STANDIN_COLLECTIVE_TIMEOUT=600
-ExecStart=/usr/bin/python3 /opt/gpuhost/gpuhost-launch.py -m gpuhost_replica --nnodes 2 --node-rank %(rank)d --dist-init-addr %(head)s:5757 --host 0.0.0.0 --port 30000
+ExecStart=/usr/bin/python3 /opt/gpuhost/gpuhost-launch.py -m gpuhost_replica --nnodes 2 --node-rank %(rank)d \\
+  --dist-init-addr %(head)s:5757 --host 0.0.0.0 --port 30000
 ExecStartPost=/usr/bin/python3 /opt/gpuhost/gpuhost-wait-ready.py %(wait)s 0.2
 TimeoutStartSec=120
 Restart=on-failure
@@ -52,10 +53,24 @@ RestartSec=1
 
 def ssh(host, command, check=True):
     proc = subprocess.run(["ssh", *SSH_OPTS, "-i", host["identity_file"], "root@%s" % host["address"], command],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=300, check=False)
     if check:
         assert proc.returncode == 0, "ssh %s %r failed: %s" % (host["name"], command, proc.stderr)
     return proc.stdout.strip()
+
+
+def data_plane(namespaces, addresses):
+    """A point-to-point link dp0 between two test hosts' network namespaces (the replica's data-plane network, a
+    separate NIC on GPU hosts: sglang_dist_address, sglang_dist_ifname); the management addresses do not route
+    between test hosts. Removed with the namespaces."""
+    cmds = [["ip", "link", "add", "mndp0", "netns", namespaces[0], "type", "veth", "peer", "name", "mndp1",
+             "netns", namespaces[1]]]
+    for i in (0, 1):
+        cmds += [["ip", "-n", namespaces[i], "link", "set", "mndp%d" % i, "name", "dp0"],
+                 ["ip", "-n", namespaces[i], "addr", "add", addresses[i] + "/30", "dev", "dp0"],
+                 ["ip", "-n", namespaces[i], "link", "set", "dp0", "up"]]
+    for cmd in cmds:
+        subprocess.run(cmd, check=True, capture_output=True)
 
 
 def unit(host):
@@ -78,14 +93,7 @@ def ranks():
             proc = subprocess.run([sys.executable, TESTHOST, "create", name, "--bind-ro", FILES + ":/opt/gpuhost"],
                                   env=ENV, check=True, capture_output=True, text=True)
             hosts.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        ns = ["im-%s" % n for n in NAMES]
-        cmds = [["ip", "link", "add", "mndp0", "netns", ns[0], "type", "veth", "peer", "name", "mndp1", "netns", ns[1]]]
-        for i in (0, 1):
-            cmds += [["ip", "-n", ns[i], "link", "set", "mndp%d" % i, "name", "dp0"],
-                     ["ip", "-n", ns[i], "addr", "add", DATA_PLANE[i] + "/30", "dev", "dp0"],
-                     ["ip", "-n", ns[i], "link", "set", "dp0", "up"]]
-        for cmd in cmds:
-            subprocess.run(cmd, check=True, capture_output=True)
+        data_plane(["im-%s" % n for n in NAMES], DATA_PLANE)
         for rank, host in enumerate(hosts):
             text = UNIT % {"rank": rank, "head": DATA_PLANE[0],
                            "wait": "file:///run/replica.json" if rank else "http://127.0.0.1:30000/v1/models"}
