@@ -175,7 +175,7 @@ def first_deploy(replica):
     assert "--dist-init-addr %s:5757" % DATA_PLANE[0] in argv(hosts[1])
     assert "NCCL_SOCKET_IFNAME=dp0" in ssh(hosts[1], "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value sglang.service)/environ")
     assert models(hosts[0]) == "/var/lib/sglang/models/tiny" and models(hosts[1]) == ""
-    assert re.search(r"validated[^\n]*True", out) or "candidate 0 passed the gate" in out
+    assert "candidate 0 passed the gate" in " ".join(out.split())  # the yaml callback folds long messages
     return {"first_deploy_s": round(secs, 1)}
 
 
