@@ -70,3 +70,4 @@ clean-hosts:
 	GPUHOST_TESTHOST_TAG=ir $(PY) tests/hosts/testhost.py destroy --all
 	GPUHOST_TESTHOST_TAG=iu $(PY) tests/hosts/testhost.py destroy --all
 	GPUHOST_TESTHOST_TAG=tt $(PY) tests/hosts/testhost.py destroy --all
+	GPUHOST_TESTHOST_TAG=im $(PY) tests/hosts/testhost.py destroy --all

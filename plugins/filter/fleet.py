@@ -8,7 +8,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, multinode, router
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils import roll_plan as plan
 
 
@@ -16,7 +16,7 @@ def _wrap(func):
     def run(*args, **kw):
         try:
             return func(*args, **kw)
-        except fleet.FleetError as exc:
+        except (fleet.FleetError, multinode.ReplicaError) as exc:
             raise AnsibleFilterError(str(exc))
     return run
 
@@ -25,4 +25,6 @@ class FilterModule(object):
     def filters(self):
         return {"router_worker_urls": _wrap(fleet.worker_urls), "router_options": _wrap(fleet.router_options),
                 "roll_plan": _wrap(plan.roll_plan), "roll_plan_lines": _wrap(plan.roll_plan_lines),
+                "roll_units": _wrap(multinode.roll_units), "roll_unit_plan": _wrap(plan.unit_plan),
+                "replica_heads": _wrap(multinode.replica_heads), "sglang_replica_rank": _wrap(multinode.replica_rank),
                 "router_worker_successes": router.parse_worker_successes, "router_spread": router.spread}

@@ -63,10 +63,35 @@ def roll_plan(hosts, serial, floor=0):
     return plan
 
 
+def unit_plan(units, serial, floor=0):
+    """The roll over serving units (a host, or a multi-node replica's hosts, multinode.roll_units): Ansible's own
+    batching applied to the units, then the play's ``hosts`` (the units' hosts, batch after batch) and its
+    ``serial`` (each batch's host count), so that Ansible's serial over hosts makes exactly these batches and never
+    splits a replica. ``floor`` counts serving units."""
+    units = [list(u) for u in units or []]
+    names = ["unit%d" % i for i in range(len(units))]
+    plan = roll_plan(names, serial, floor)
+    hosts, sizes = [], []
+    for b in plan:
+        members = [units[int(n[4:])] for n in b["hosts"]]
+        b["units"] = [m[0] if len(m) == 1 else "[%s]" % " ".join(m) for m in members]
+        b["replicas"] = any(len(m) > 1 for m in members)
+        b["hosts"] = [h for m in members for h in m]
+        hosts += b["hosts"]
+        sizes.append(len(b["hosts"]))
+    again = [list(x) for x in batches(hosts, sizes)]
+    if again != [b["hosts"] for b in plan]:  # pragma: no cover (Ansible changed its batching)
+        raise FleetError("Ansible's serial over %r does not reproduce the replica batches %r" % (sizes, again))
+    return {"plan": plan, "hosts": hosts, "serial": sizes or [1]}
+
+
 def roll_plan_lines(plan):
     lines = []
     for b in plan:
         names = b["hosts"] if b["size"] <= 6 else b["hosts"][:3] + ["..."] + b["hosts"][-2:]
-        lines.append("batch %d: %d host(s) out, %d serving (floor %d)%s: %s" % (
-            b["batch"], b["size"], b["serving"], b["floor"], "" if b["ok"] else " BELOW THE FLOOR", " ".join(names)))
+        if "units" in b:
+            names = b["units"] if len(b["units"]) <= 6 else b["units"][:3] + ["..."] + b["units"][-2:]
+        lines.append("batch %d: %d %s out, %d serving (floor %d)%s: %s" % (
+            b["batch"], b["size"], "unit(s)" if b.get("replicas") else "host(s)", b["serving"], b["floor"],
+            "" if b["ok"] else " BELOW THE FLOOR", " ".join(names)))
     return lines

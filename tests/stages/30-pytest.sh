@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$GPUHOST_ROOT"
 export PATH=$GPUHOST_ROOT/.venv/bin:$PATH
 # the serving role cases run in stage 50 on the sandbox host (one engine install instead of two)
-python -m pytest -q -p no:cacheprovider -m "not serving_role" tests/unit tests/integration
+python -m pytest -q -p no:cacheprovider -m "not serving_role and not long" tests/unit tests/integration

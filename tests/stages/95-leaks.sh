@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$GPUHOST_ROOT"
 export PATH=$GPUHOST_ROOT/.venv/bin:$PATH
 rc=0
-for tag in gh it ir iu tt; do
+for tag in gh it ir iu tt im; do
   GPUHOST_TESTHOST_TAG=$tag python3 tests/hosts/testhost.py leaks || rc=1
 done
 if [ "$rc" -ne 0 ]; then

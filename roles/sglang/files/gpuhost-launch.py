@@ -10,6 +10,8 @@ GPUHOST_SECRET_OPTIONS names environment variables and the option each becomes, 
 appended as "OPTION VALUE" to the module's sys.argv *inside this process*: /proc/PID/cmdline (what
 `ps` shows) keeps the argv systemd started us with, so secrets from the 0600 EnvironmentFile never
 appear in a process list, a unit file or a log line.
+
+GPUHOST_REPLICA (a rank of a multi-node replica) starts gpuhost_replica.py's peer watch in this process first.
 """
 import os
 import runpy
@@ -33,6 +35,11 @@ def build_argv(argv, environ):
 
 def main():
     module, args = build_argv(sys.argv, os.environ)
+    # A rank of a multi-node replica: the peer watch (gpuhost_replica.py, next to this file) aborts this process
+    # when a peer rank is lost, so that systemd restarts it and the replica comes back whole.
+    if os.environ.get("GPUHOST_REPLICA"):
+        import gpuhost_replica
+        gpuhost_replica.start_peer_watch(os.environ["GPUHOST_REPLICA"], os.environ)
     sys.argv = [module] + args
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

@@ -8,12 +8,25 @@ Usage: gpuhost-wait-ready.py URL [INTERVAL_SECONDS]
 
 systemd passes the main process id as $MAINPID to ExecStartPost: when that process is gone the server
 cannot become ready, so this exits 1 at once instead of holding the unit until TimeoutStartSec.
+
+A rank >= 1 of a multi-node replica serves no HTTP: URL file:///PATH waits instead until the peer watch's state
+file (gpuhost_replica.py) says every rank joined, written by this very process ($MAINPID).
 """
+import json
 import os
 import sys
 import time
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
+
+
+def joined(path, main_pid):
+    try:
+        with open(path) as fh:
+            state = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return bool(state.get("all_joined")) and (not main_pid or state.get("pid") == main_pid)
 
 
 def main():
@@ -28,6 +41,11 @@ def main():
         if main_pid and not os.path.exists("/proc/%d" % main_pid):
             sys.stderr.write("gpuhost-wait-ready: main process %d exited before %s answered\n" % (main_pid, url))
             return 1
+        if url.startswith("file://"):
+            if joined(url[len("file://"):], main_pid):
+                return 0
+            time.sleep(interval)
+            continue
         try:
             with urlopen(Request(url, headers=headers), timeout=30) as resp:
                 if resp.status == 200:
