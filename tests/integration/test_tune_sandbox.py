@@ -140,7 +140,7 @@ def test_ci_campaign_rows_results_and_the_host_back_on_last_known_good(host):
         res = json.load(f)
     rows = dict((r["index"], r) for r in res["rows"])
     assert dict((i, r["status"]) for i, r in rows.items()) == {0: "ok", 1: "ok", 2: "rejected", 3: "startup_failed"}, rows
-    assert "--cb-num-blocks" in rows[2]["message"] and "plenty" in rows[2]["message"], rows[2]["message"]
+    assert "--cb-num-blocks" in rows[2]["message"] and "valid integer" in rows[2]["message"], rows[2]["message"]
     assert rows[3]["class"] and rows[3]["evidence"]["journal_tail"], rows[3]
     assert [lv["concurrency"] for lv in rows[0]["levels"]] == [8] and rows[0]["levels"][0]["output_throughput"] > 0
     assert res["decision"]["winner"] is None, res["decision"]
@@ -212,9 +212,15 @@ def test_results_table_and_plot(host):
     with open(os.path.join(folder, "results.json")) as f:
         res = json.load(f)
     status = dict((r["index"], r["status"]) for r in res["rows"])
-    assert status == {0: "ok", 1: "ok", 2: "rejected", 3: "ok", 4: "startup_failed"}, status
+    # serialized requests at c=8: p99 TTFT ~9 s at load 12-16, over the campaign's 10 s SLO at load 13-15 (measured
+    # 2026-12-01): both are "serves but loses", the SLO row says which limit it broke
+    assert status.get(3) in ("ok", "slo_violation"), status
+    assert dict((i, st) for i, st in status.items() if i != 3) == {0: "ok", 1: "ok", 2: "rejected", 4: "startup_failed"}, status
     serial = [r for r in res["rows"] if r["index"] == 3][0]
-    assert res["decision"]["judgements"][serial["id"]]["verdict"] in ("loses", "regresses")
+    if serial["status"] == "ok":
+        assert res["decision"]["judgements"][serial["id"]]["verdict"] in ("loses", "regresses")
+    else:
+        assert serial["status"] == "slo_violation" and "ttft_ms.p99" in serial["message"], serial
     with open(os.path.join(folder, "results.md")) as f:
         md = f.read()
     print(md)
