@@ -28,9 +28,11 @@ start=$(date +%s)
 GPUHOST_BENCH_SLOWDOWN_SANDBOX=1 python -m pytest -q -p no:cacheprovider -s tests/integration/test_serving_bench_slowdown.py
 echo "slowdown gate: $(( $(date +%s) - start ))s"
 
-# The tuning campaign (playbooks/tune.yml, campaigns/sandbox-cpu.yml) on this host: check mode prints the plan
-# with the parser's verdicts and changes nothing. The whole campaign (interrupted and resumed, results, adoption
-# and the changed=0 deploy after it) is marked `long`: `-m long` on a quiet machine.
+# The tuning campaign (playbooks/tune.yml) on this host: check mode prints the plan with the parser's verdicts
+# and changes nothing; then campaigns/sandbox-cpu-ci.yml end to end (a candidate that serves but loses, one the
+# parser rejects, one that fails to start; rows, results.md/CSV/JSON/pareto.png, the served files byte-identical
+# afterwards, the probes). The full campaign interrupted and resumed, and the adoption with the changed=0 deploy
+# after it, are marked `long`: `-m long` on a quiet machine.
 start=$(date +%s)
 GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -q -s -p no:cacheprovider -m "not long" tests/integration/test_tune_sandbox.py
 echo "tuning campaign tests: $(( $(date +%s) - start ))s"
