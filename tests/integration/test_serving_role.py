@@ -434,3 +434,65 @@ def test_check_mode_reports_the_restart_and_no_gate(host):
     assert "passed the gate" not in out
     assert serving_state(host)["since"] == since
     record_evidence("check_mode", out, serving=assert_converges(host), files=files_hash(host))
+
+
+# ---- issue 12 item 1: the candidate changed the engine version or the unit name ----
+
+CUDA = {"device": "cuda", "continuous-batching": True, "cb-num-blocks": 256, "cb-max-batch-tokens": 2048}
+STARTUP_FAILED = "startup_failure|model_load|not_running|timeout"
+
+
+def live_venv(host, unit="sglang.service"):
+    """The venv the unit's ExecStart runs (its interpreter's directory two levels up)."""
+    return ssh(host, "grep -o '^ExecStart=[^ ]*' /etc/systemd/system/%s | cut -d= -f2 | xargs dirname | xargs dirname"
+               % unit)
+
+
+@pytest.mark.long
+def test_engine_version_change_rolls_back_to_the_old_venv(host):
+    """A candidate with another engine version installs into its own venv; the rollback serves from the old one,
+    untouched. (The wheelhouse holds one transformers: the candidate's version is a new sglang_version label over
+    the same pinned wheels, which is what selects the venv.)"""
+    old = live_venv(host)
+    stamp = ssh(host, "sha256sum %s/.gpuhost-install.json; stat -c %%Y %s/bin/python" % (old, old))
+    rc, out, _counts = deploy(host, {"sglang_version": "5.24.0.post99", "sglang_options": CUDA})
+    new = "/opt/sglang/venv-transformers-5.24.0.post99"
+    state = assert_rolled_back(rc, out, STARTUP_FAILED, host)
+    assert live_venv(host) == old != new
+    assert assert_record_whole(host)["venv"] == old
+    assert ssh(host, "sha256sum %s/.gpuhost-install.json; stat -c %%Y %s/bin/python" % (old, old)) == stamp, \
+        "the last-known-good's venv was changed by the candidate"
+    ssh(host, "test -x %s/bin/python" % new)  # the candidate's own venv, kept until a pass
+    record_evidence("version_change", out, serving=state, old_venv=old, candidate_venv=new, files=files_hash(host))
+    back_to_default(host)  # a pass removes the candidate's venv
+    assert ssh(host, "test -e %s && echo left || echo gone" % new) == "gone"
+    assert ssh(host, "readlink /opt/sglang/venv") == old
+    assert_converges(host)
+
+
+@pytest.mark.long
+def test_unit_name_change_that_fails_rolls_back_to_the_old_unit(host):
+    rc, out, _counts = deploy(host, {"sglang_service_name": "sglang-b", "sglang_options": CUDA})
+    state = assert_rolled_back(rc, out, STARTUP_FAILED, host)
+    left = ssh(host, "ls /etc/systemd/system/sglang-b.service /etc/systemd/system/sglang-b.service.d"
+                     " /etc/sglang/sglang-b.env 2>/dev/null; systemctl is-active sglang-b.service || true")
+    assert left in ("inactive", "unknown"), "the failed candidate's unit or files were left: %s" % left
+    record_evidence("unit_rename_rollback", out, serving=state, candidate_left=left, files=files_hash(host))
+    assert_converges(host)
+
+
+@pytest.mark.long
+def test_unit_name_change_that_passes_replaces_the_old_unit(host):
+    rc, out, _counts = deploy(host, {"sglang_service_name": "sglang-b"})
+    assert rc == 0, out[-3000:]
+    assert "candidate 0 passed the gate" in out
+    meta = json.loads(ssh(host, "cat /etc/sglang/last-known-good/meta.json"))
+    assert meta["unit"] == "sglang-b.service"
+    left = ssh(host, "ls /etc/systemd/system/sglang.service /etc/sglang/sglang.env /etc/sglang/last-known-good/sglang.service"
+                     " 2>/dev/null; systemctl is-active sglang.service || true")
+    assert left in ("inactive", "unknown"), "the renamed unit's old files were left: %s" % left
+    assert ssh(host, "systemctl is-active sglang-b.service") == "active"
+    record_evidence("unit_rename_pass", out, unit=meta["unit"], old_left=left)
+    back_to_default(host)  # and back: the same path in the other direction
+    assert ssh(host, "ls /etc/systemd/system/sglang-b.service /etc/sglang/sglang-b.env 2>/dev/null; true") == ""
+    assert_converges(host)

@@ -21,7 +21,7 @@ ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
 
 def role_data(role):
     with open(os.path.join(ROOT, "roles", role, "vars", "ranges.yml")) as fh:
-        rules = yaml.safe_load(fh)["rules"]
+        rules = yaml.safe_load(fh)[role + "_input_rules"]
     with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as fh:
         defaults = yaml.safe_load(fh)
     return rules, defaults
