@@ -118,8 +118,8 @@ def _relation_error(rule, label, value, num, values):
     other_num = _number(other, rule.get("type", "int")) if found else None
     if other_num is None or op(num, other_num):
         return ""  # the other variable's own range rule reports it when it is not a number
-    return "%s=%s must be %s %s=%s%s." % (label, value, words, other_label, other,
-                                           (" (%s)" % rule["why"]) if rule.get("why") else "")
+    why = (" (%s)" % rule["why"]) if rule.get("why") else ""
+    return "%s=%s must be %s %s=%s%s." % (label, value, words, other_label, other, why)
 
 
 def range_error(values, ranges):
