@@ -383,13 +383,15 @@ def test_disk_full_during_model_copy(host):
 def test_broken_venv_is_repaired_before_the_restart(host):
     site = ssh(host, "/opt/sglang/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'")
     ssh(host, "rm -rf %s/uvicorn" % site)
-    rc, out, _counts = deploy(host, {"sglang_environment": {"GPUHOST_FAULT": "venv"}})
-    assert rc == 0, out[-3000:]
-    assert re.search(r"reinstall the distributions whose modules are missing\] \*+ changed", out), out[-3000:]
-    ssh(host, "/opt/sglang/venv/bin/python -c 'import uvicorn'")
-    state = assert_lkg_serving(host)
-    record_evidence("broken_venv", out, serving=state, files=files_hash(host))
-    back_to_default(host)
+    try:
+        rc, out, _counts = deploy(host, {"sglang_environment": {"GPUHOST_FAULT": "venv"}})
+        assert rc == 0, out[-3000:]
+        assert re.search(r"reinstall the distributions whose modules are missing\] \*+ changed", out), out[-3000:]
+        ssh(host, "/opt/sglang/venv/bin/python -c 'import uvicorn'")
+        state = assert_lkg_serving(host)
+        record_evidence("broken_venv", out, serving=state, files=files_hash(host))
+    finally:  # the next cases start from the default configuration even when this one fails
+        back_to_default(host)
 
 
 @pytest.mark.long
