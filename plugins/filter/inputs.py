@@ -6,9 +6,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.inputs import range_error
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.inputs import input_names, range_error
 
 
 class FilterModule(object):
     def filters(self):
-        return {"range_error": range_error}
+        return {"range_error": range_error, "input_names": input_names}

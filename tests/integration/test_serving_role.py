@@ -171,6 +171,43 @@ def assert_lkg_serving(host):
 
 
 ROLLED_BACK = "Rolled back to last-known-good sglang.service at http://127.0.0.1:30000: ready, canary passed."
+# Where each fault case leaves its proof (final message, what serves, the record): GPUHOST_ROLE_TEST_EVIDENCE=DIR
+EVIDENCE = os.environ.get("GPUHOST_ROLE_TEST_EVIDENCE", "")
+
+
+def final_message(out):
+    """The play's closing message: the rollback summary, or the failed task's message, or the recap's tail."""
+    match = re.search(r"No candidate passed the gate.*?(?:canary (?:passed|not run|FAILED.*?)\.|service was stopped\."
+                      r"|server was not touched\.)", out)
+    if match:
+        return match.group(0)
+    fails = re.findall(r"(?:fatal|failed): \[[^]]+\]: \S+! => (.{0,900}?)(?= TASK \[| PLAY RECAP|$)", out)
+    return fails[-1] if fails else out[-600:]
+
+
+def record_evidence(case, out, **facts):
+    """Keep what a case proved (final message and the facts it asserted) under GPUHOST_ROLE_TEST_EVIDENCE."""
+    if EVIDENCE:
+        os.makedirs(EVIDENCE, exist_ok=True)
+        with open(os.path.join(EVIDENCE, case + ".json"), "w") as fh:
+            json.dump(dict(facts, final_message=final_message(out)), fh, indent=1)
+
+
+def assert_rolled_back(rc, out, cls, host=None, case=None):
+    """The play failed with the per-candidate summary naming ``cls`` (a regex) for candidate 0 and rolled back to
+    the last-known-good, which then served; with ``host``: the record is whole and the old server answers."""
+    assert rc != 0, out[-3000:]
+    assert "Unknown error" not in out, out[-3000:]
+    assert "No candidate passed the gate" in out, out[-3000:]
+    assert re.search(r"candidate 0 .*?: (?:%s): " % cls, out), out[-3000:]
+    assert ROLLED_BACK in out, out[-3000:]
+    if host is None:
+        return None
+    meta = assert_record_whole(host)
+    state = assert_lkg_serving(host)
+    if case:
+        record_evidence(case, out, serving=state, record_unit=meta["unit"], files=files_hash(host))
+    return state
 
 
 def test_good_config_passes_the_gate(host):
@@ -199,10 +236,7 @@ def test_config_that_fails_to_start_is_rolled_back(host):
     # transformers serve on a CPU-only host cannot place the model on a CUDA device: startup fails
     cuda = {"device": "cuda", "continuous-batching": True, "cb-num-blocks": 256, "cb-max-batch-tokens": 2048}
     rc, out, _counts = deploy(host, {"sglang_options": cuda})
-    assert rc != 0
-    assert "No candidate passed the gate" in out
-    assert re.search(r"candidate 0 .*: (startup_failure|model_load|not_running|timeout)", out), out[-3000:]
-    assert ROLLED_BACK in out, out[-3000:]
+    assert_rolled_back(rc, out, "startup_failure|model_load|not_running|timeout")
     assert_lkg_serving(host)
 
 
@@ -211,10 +245,7 @@ def test_broken_model_fails_the_canary_and_is_rolled_back(host, broken):
     extra = {"sglang_model_controller_dir": os.path.join(MODELS, broken),
              "sglang_model_path": "/var/lib/sglang/models/%s" % broken}
     rc, out, _counts = deploy(host, extra)
-    assert rc != 0
-    assert "No candidate passed the gate" in out
-    assert re.search(r"candidate 0 .*: incoherent", out), out[-3000:]
-    assert ROLLED_BACK in out, out[-3000:]
+    assert_rolled_back(rc, out, "incoherent")
     assert_lkg_serving(host)
 
 
@@ -290,13 +321,9 @@ def test_port_in_use_rolls_back_to_the_old_port(host):
         rc, out, _counts = deploy(host, {"sglang_port": 30001, "sglang_ready_timeout": 60})
     finally:
         ssh(host, "kill $(cat /run/f4-port-holder.pid); rm -f /run/f4-port-holder.pid")
-    assert rc != 0
-    assert "Unknown error" not in out
+    assert_rolled_back(rc, out, "port_in_use", host, "port_in_use")
     assert re.search(r"\[candidate 0 .*?: port_in_use: Another process holds the port .*Evidence: .*address already in use\]",
                      out), out[-3000:]
-    assert ROLLED_BACK in out, out[-3000:]
-    assert_record_whole(host)
-    assert_lkg_serving(host)
 
 
 def unit_props(host):
@@ -321,7 +348,9 @@ def test_crash_after_several_deploys_comes_back(host):
     assert props["ActiveState"] == "active", "the server did not come back after the crash: %s / %s" % (
         props, ssh(host, "journalctl -u sglang.service -n 4 -o cat --no-pager"))
     assert int(props["NRestarts"]) >= 1
-    assert_lkg_serving(host)
+    state = assert_lkg_serving(host)
+    record_evidence("crash_after_deploys", "", serving=state, unit=props, killed_pid=pid,
+                    journal=ssh(host, "journalctl -u sglang.service -n 6 -o cat --no-pager"))
     back_to_default(host)
 
 
@@ -330,9 +359,7 @@ def test_sigkill_during_readiness_wait_rolls_back(host):
     (rc, out, _counts), done = deploy_with_fault(host, {"sglang_environment": {"GPUHOST_FAULT": "kill-ready"}}, [
         (r"Gate \| wait for the server", lambda proc: ssh(host, KILL_MAIN % ("activating", "KILL")))])
     assert done and done[0], "the server was not killed while starting"
-    assert rc != 0
-    assert re.search(r"candidate 0 .*: startup_failure: ", out), out[-3000:]
-    assert ROLLED_BACK in out, out[-3000:]
+    assert_rolled_back(rc, out, "startup_failure", host, "sigkill_readiness")
     assert_converges(host)
 
 
@@ -348,19 +375,23 @@ def test_disk_full_during_model_copy(host):
     assert re.search(r"No space left on device|ENOSPC|not enough space", out, re.I), out[-3000:]
     assert files_hash(host) == before
     assert serving_state(host)["since"] == since
-    assert_converges(host)
+    state = assert_converges(host)
+    record_evidence("disk_full", out, serving=state, files=before, record=assert_record_whole(host)["unit"])
 
 
 @pytest.mark.long
 def test_broken_venv_is_repaired_before_the_restart(host):
     site = ssh(host, "/opt/sglang/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'")
     ssh(host, "rm -rf %s/uvicorn" % site)
-    rc, out, _counts = deploy(host, {"sglang_environment": {"GPUHOST_FAULT": "venv"}})
-    assert rc == 0, out[-3000:]
-    assert re.search(r"reinstall the distributions whose modules are missing \S* changed", out), out[-3000:]
-    ssh(host, "/opt/sglang/venv/bin/python -c 'import uvicorn'")
-    assert_lkg_serving(host)
-    back_to_default(host)
+    try:
+        rc, out, _counts = deploy(host, {"sglang_environment": {"GPUHOST_FAULT": "venv"}})
+        assert rc == 0, out[-3000:]
+        assert re.search(r"reinstall the distributions whose modules are missing\] \*+ changed", out), out[-3000:]
+        ssh(host, "/opt/sglang/venv/bin/python -c 'import uvicorn'")
+        state = assert_lkg_serving(host)
+        record_evidence("broken_venv", out, serving=state, files=files_hash(host))
+    finally:  # the next cases start from the default configuration even when this one fails
+        back_to_default(host)
 
 
 @pytest.mark.long
@@ -371,9 +402,7 @@ def test_sigkill_during_canary_rolls_back(host):
             (r"Gate \| load time", lambda proc: ssh(host, KILL_MAIN % ("active", "STOP"))),
             (r"Gate \| coherence canary", lambda proc: ssh(host, KILL_MAIN % ("active", "KILL")))])
     assert len(done) == 2
-    assert rc != 0
-    assert re.search(r"candidate 0 .*: incoherent: ", out), out[-3000:]
-    assert ROLLED_BACK in out, out[-3000:]
+    assert_rolled_back(rc, out, "incoherent", host, "sigkill_canary")
     assert_converges(host)
 
 
@@ -386,13 +415,15 @@ def test_sigint_after_restart_then_rerun_converges(host):
     assert done and rc != 0, out[-3000:]
     # interrupted: the record is still the previous one, whole
     assert assert_record_whole(host)["unit_b64"] == before["unit_b64"]
+    interrupted = out
     rc, out, _counts = deploy(host, extra)
     assert rc == 0, out[-3000:]
     meta = assert_record_whole(host)
     assert meta["env_b64"] == ssh(host, "base64 -w0 /etc/sglang/sglang.env"), "the live config that passed is not recorded"
     assert_lkg_serving(host)
-    rc, out, counts = deploy(host, extra)
-    assert rc == 0 and counts.get("changed") == 0, out[-3000:]
+    rc, out2, counts = deploy(host, extra)
+    assert rc == 0 and counts.get("changed") == 0, out2[-3000:]
+    record_evidence("sigint_rerun", interrupted, serving=serving_state(host), files=files_hash(host), rerun_changed=counts)
     back_to_default(host)
 
 
@@ -404,4 +435,66 @@ def test_check_mode_reports_the_restart_and_no_gate(host):
     assert "check mode: candidate 0 would restart (environment file changed); the gate was NOT run" in out, out[-3000:]
     assert "passed the gate" not in out
     assert serving_state(host)["since"] == since
+    record_evidence("check_mode", out, serving=assert_converges(host), files=files_hash(host))
+
+
+# ---- issue 12 item 1: the candidate changed the engine version or the unit name ----
+
+CUDA = {"device": "cuda", "continuous-batching": True, "cb-num-blocks": 256, "cb-max-batch-tokens": 2048}
+STARTUP_FAILED = "startup_failure|model_load|not_running|timeout"
+
+
+def live_venv(host, unit="sglang.service"):
+    """The venv the unit's ExecStart runs (its interpreter's directory two levels up)."""
+    return ssh(host, "grep -o '^ExecStart=[^ ]*' /etc/systemd/system/%s | cut -d= -f2 | xargs dirname | xargs dirname"
+               % unit)
+
+
+@pytest.mark.long
+def test_engine_version_change_rolls_back_to_the_old_venv(host):
+    """A candidate with another engine version installs into its own venv; the rollback serves from the old one,
+    untouched. (The wheelhouse holds one transformers: the candidate's version is a new sglang_version label over
+    the same pinned wheels, which is what selects the venv.)"""
+    old = live_venv(host)
+    stamp = ssh(host, "sha256sum %s/.gpuhost-install.json; stat -c %%Y %s/bin/python" % (old, old))
+    rc, out, _counts = deploy(host, {"sglang_version": "5.24.0.post99", "sglang_options": CUDA})
+    new = "/opt/sglang/venv-transformers-5.24.0.post99"
+    state = assert_rolled_back(rc, out, STARTUP_FAILED, host)
+    assert live_venv(host) == old != new
+    assert assert_record_whole(host)["venv"] == old
+    assert ssh(host, "sha256sum %s/.gpuhost-install.json; stat -c %%Y %s/bin/python" % (old, old)) == stamp, \
+        "the last-known-good's venv was changed by the candidate"
+    ssh(host, "test -x %s/bin/python" % new)  # the candidate's own venv, kept until a pass
+    record_evidence("version_change", out, serving=state, old_venv=old, candidate_venv=new, files=files_hash(host))
+    back_to_default(host)  # a pass removes the candidate's venv
+    assert ssh(host, "test -e %s && echo left || echo gone" % new) == "gone"
+    assert ssh(host, "readlink /opt/sglang/venv") == old
+    assert_converges(host)
+
+
+@pytest.mark.long
+def test_unit_name_change_that_fails_rolls_back_to_the_old_unit(host):
+    rc, out, _counts = deploy(host, {"sglang_service_name": "sglang-b", "sglang_options": CUDA})
+    state = assert_rolled_back(rc, out, STARTUP_FAILED, host)
+    left = ssh(host, "ls /etc/systemd/system/sglang-b.service /etc/systemd/system/sglang-b.service.d"
+                     " /etc/sglang/sglang-b.env 2>/dev/null; systemctl is-active sglang-b.service || true")
+    assert left in ("inactive", "unknown"), "the failed candidate's unit or files were left: %s" % left
+    record_evidence("unit_rename_rollback", out, serving=state, candidate_left=left, files=files_hash(host))
+    assert_converges(host)
+
+
+@pytest.mark.long
+def test_unit_name_change_that_passes_replaces_the_old_unit(host):
+    rc, out, _counts = deploy(host, {"sglang_service_name": "sglang-b"})
+    assert rc == 0, out[-3000:]
+    assert "candidate 0 passed the gate" in out
+    meta = json.loads(ssh(host, "cat /etc/sglang/last-known-good/meta.json"))
+    assert meta["unit"] == "sglang-b.service"
+    left = ssh(host, "ls /etc/systemd/system/sglang.service /etc/sglang/sglang.env /etc/sglang/last-known-good/sglang.service"
+                     " 2>/dev/null; systemctl is-active sglang.service || true")
+    assert left in ("inactive", "unknown"), "the renamed unit's old files were left: %s" % left
+    assert ssh(host, "systemctl is-active sglang-b.service") == "active"
+    record_evidence("unit_rename_pass", out, unit=meta["unit"], old_left=left)
+    back_to_default(host)  # and back: the same path in the other direction
+    assert ssh(host, "ls /etc/systemd/system/sglang-b.service /etc/sglang/sglang-b.env 2>/dev/null; true") == ""
     assert_converges(host)

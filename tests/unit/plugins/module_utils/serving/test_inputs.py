@@ -14,7 +14,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.inputs impo
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 5))
 with open(os.path.join(ROOT, "roles", "sglang", "vars", "ranges.yml")) as fh:
-    RANGES = yaml.safe_load(fh)["sglang_input_ranges"]
+    RANGES = yaml.safe_load(fh)["sglang_input_rules"]
 with open(os.path.join(ROOT, "roles", "sglang", "defaults", "main.yml")) as fh:
     DEFAULTS = yaml.safe_load(fh)
 
