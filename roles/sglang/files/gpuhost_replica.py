@@ -59,7 +59,7 @@ def keepalive(sock, idle=5, interval=2, count=3):
 
 
 def split_addr(addr):
-    host, _, port = addr.rpartition(":")
+    host, dummy, port = addr.rpartition(":")
     return host.strip("[]"), int(port)
 
 
@@ -233,8 +233,8 @@ class Handler(BaseHTTPRequestHandler):
                 chunk.update({"delta": {}} if chat else {"text": ""})
             body = {"object": kind + ".chunk" if chat else kind, "model": self.model, "choices": [chunk]}
             self.wfile.write(("data: %s\n\n" % json.dumps(body)).encode())
-        self.wfile.write(("data: %s\n\n" % json.dumps({"object": kind, "model": self.model, "choices": [],
-                                                          "usage": usage})).encode())
+        final = {"object": kind, "model": self.model, "choices": [], "usage": usage}
+        self.wfile.write(("data: %s\n\n" % json.dumps(final)).encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
