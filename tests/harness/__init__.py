@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import json
 import os
 import subprocess
@@ -105,6 +106,24 @@ def run_module(name, args, tmp_path=None, python=None, pythonpath=(), check_mode
     return res
 
 
+@contextlib.contextmanager
+def as_managed_node():
+    """A module runs in a fresh process on the managed node. In this (controller) process, once anything imported
+    ansible's controller code, ``ansible.module_utils._internal.is_controller`` is True and ``module.warn()`` goes to
+    the controller's Display instead of the result (ansible-core 2.19 module_utils/common/warnings.py), and warnings of
+    earlier calls would stay in the global list: both are reset for the call, as in a fresh process."""
+    from ansible.module_utils import _internal
+    from ansible.module_utils.common import warnings as am_warnings
+    saved = _internal.is_controller
+    _internal.is_controller = False
+    for name in ("_global_warnings", "_global_deprecations"):
+        getattr(am_warnings, name, {}).clear()
+    try:
+        yield
+    finally:
+        _internal.is_controller = saved
+
+
 def call_module(capsys, module, args, check_mode=False):
     """Call ``module.main()`` in this process with ``args`` (monkeypatch what it imports first); returns the
     result, a ModuleResult whose ``rc`` is the exit code the real exit_json (0) or fail_json (1) chose."""
@@ -112,7 +131,7 @@ def call_module(capsys, module, args, check_mode=False):
     if check_mode:
         payload["_ansible_check_mode"] = True
     capsys.readouterr()
-    with patch_module_args(payload):
+    with patch_module_args(payload), as_managed_node():
         with pytest.raises(SystemExit) as exc:
             module.main()
     out = capsys.readouterr().out
