@@ -51,7 +51,8 @@ def _raw_groups(reads):
     """``(t, body, payloads)`` per read that completed events: ``body`` is the bytes of those events without their
     last separator; ``payloads`` is the number of events when every event is exactly ``data: <payload>`` (what
     SGLang, vLLM and transformers send: :func:`parse_reads` then works on ``body`` itself, without a bytes object
-    per event), else the list of ``data:`` payloads. Also returns the incomplete last event (``tail``) as the generator's value."""
+    per event), else the list of ``data:`` payloads. Returns ``(groups, tail)``; ``tail`` is an incomplete last event."""
+    groups = []
     buf = b""
     for t, chunk in reads:
         buf = buf + chunk if buf else chunk
@@ -66,21 +67,12 @@ def _raw_groups(reads):
         if body[:6] == b"data: ":
             seps = body.count(PLAIN_SEP)
             if body.count(b"\n") == 2 * seps:
-                yield t, body, seps + 1
+                groups.append((t, body, seps + 1))
                 continue
         payloads = [x for x in (_event_payload(e) for e in body.split(b"\n\n") if e) if x is not None]
         if payloads:
-            yield t, body, payloads
-    return buf.strip()
-
-
-def _collect(gen):
-    out = []
-    while True:
-        try:
-            out.append(next(gen))
-        except StopIteration as stop:
-            return out, stop.value
+            groups.append((t, body, payloads))
+    return groups, buf.strip()
 
 
 def split_groups(reads):
@@ -90,7 +82,7 @@ def split_groups(reads):
     Handles CRLF, events split across reads, several events per read, multi-line data, comments
     and ``event:``/``id:`` lines. Returns ``(groups, tail)``; ``tail`` is an incomplete last event.
     """
-    raw, tail = _collect(_raw_groups(reads))
+    raw, tail = _raw_groups(reads)
     return [(t, body[6:].split(PLAIN_SEP) if isinstance(payloads, int) else payloads) for t, body, payloads in raw], tail
 
 
@@ -195,7 +187,7 @@ def parse_reads(reads, api="completions", logprobs=False):
     a finish reason, logprobs, an error or an unexpected shape goes through the full JSON decoder.
     """
     api = "chat" if api == "chat" else "completions"
-    raw, tail = _collect(_raw_groups(reads))
+    raw, tail = _raw_groups(reads)
     done = False
     chunk_times = []
     pieces = []
