@@ -10,7 +10,9 @@ declare -a timings=()
 # Stages that only download and build fixtures run beside a CPU-bound stage that needs none of them: a pair
 # "A:B" starts B in the background when A starts (B's output is kept apart and printed after A's, each stage
 # keeps its own result and time). Only when both are selected; GPUHOST_OVERLAP= runs everything in order.
-overlap=${GPUHOST_OVERLAP-15-sanity:20-fixtures}
+# 35-gpu (CPU-only GPU gates: its own apt repo copy in .cache, loopback gloo ranks) runs beside 40-molecule,
+# whose scenarios mostly wait on dpkg, boots and SSH and build their own repo copies.
+overlap=${GPUHOST_OVERLAP-15-sanity:20-fixtures 40-molecule:35-gpu}
 selected=" $(for s in tests/stages/${glob}.sh; do [ -e "$s" ] && basename "$s" .sh; done | tr '\n' ' ') "
 declare -A beside=() deferred=()
 for pair in $overlap; do

@@ -21,9 +21,10 @@ import yaml
 from engine import TINYMODEL, complete, engine_venv_ready, serve  # pylint: disable=import-error
 from fakeserver import ROOT, run_module  # pylint: disable=import-error
 
-pytestmark = pytest.mark.skipif(
+# timing: latency baselines compared with reruns, a wall-time bound (stage 30 runs these alone, after the parallel run)
+pytestmark = [pytest.mark.timing, pytest.mark.skipif(
     not (engine_venv_ready() and os.path.isfile(os.path.join(TINYMODEL, "good", "config.json"))),
-    reason="engine venv / tiny model missing: run tests/fixtures/engine-venv.sh and tests/fixtures/tinymodel.sh")
+    reason="engine venv / tiny model missing: run tests/fixtures/engine-venv.sh and tests/fixtures/tinymodel.sh")]
 
 LOAD = dict(input_len=16, output_len=32, num_prompts=8, warmup=1, plots=False)
 

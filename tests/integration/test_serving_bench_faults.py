@@ -16,6 +16,10 @@ import pytest
 
 from fakeserver import fake_server, free_port, run_module  # pylint: disable=import-error
 
+# timing: a regression caught against an unchanged rerun, a wall-time bound (stage 30 runs these alone, after the
+# parallel run)
+pytestmark = pytest.mark.timing
+
 SMALL = dict(input_len=8, output_len=32, concurrency=4, num_prompts=16, warmup=1, plots=False)
 
 
