@@ -225,11 +225,16 @@ class Fake(object):
             choice = {"index": 0, "delta": {"content": piece}, "finish_reason": finish}
             obj = {"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
         else:
-            choice = {"index": 0, "text": piece, "finish_reason": finish, "logprobs": None}
-            obj = {"id": "x", "object": "text_completion", "model": model, "choices": [choice]}
+            # SGLang 0.5.23 (python/sglang/srt/entrypoints/openai/serving_completions.py:403, protocol.py:546-582):
+            # ``chunk.model_dump_json()`` — pydantic's compact JSON, fields in model order, ``"usage":null`` on every
+            # chunk, hidden_states/token_ids/prompt_token_ids/sglext dropped when None; the final usage chunk is
+            # ``model_dump_json(exclude_none=True)`` with ``choices: []``
+            choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+            obj = {"id": "x", "object": "text_completion", "created": 0, "model": model, "choices": [choice],
+                   "usage": None}
         if usage is not None:
-            obj = {"id": "x", "object": obj["object"], "model": model, "choices": [], "usage": usage}
-        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+            obj = {"id": "x", "object": obj["object"], "created": 0, "model": model, "choices": [], "usage": usage}
+        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
     async def models(self, request):
         return web.json_response({"object": "list", "data": [{"id": self.a.model, "object": "model"}]})

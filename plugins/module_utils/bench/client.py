@@ -1,14 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Streaming load client for OpenAI-compatible servers: asyncio + aiohttp, sharded over processes.
+"""Streaming load client for OpenAI-compatible servers: asyncio + aiohttp's HTTP parser, sharded over processes.
 
-Hot path per request: send a pre-serialized body, append ``(time.monotonic(), bytes)`` per socket
-read, nothing else. SSE/JSON parsing, token counting and coherence checks run after the shard's
-load finished, so they never delay a timestamp. Each shard measures its own event-loop lag (a
-sleeper task's overshoot) and its CPU use, so the caller can mark a run ``client_bound`` instead of
-reporting latency the client inflated itself. ``time.monotonic()`` is CLOCK_MONOTONIC: comparable
-across processes and with a loopback server's own clock.
+Hot path per request: write a pre-serialized request on the worker's own keep-alive connection, let aiohttp's
+response parser (``aiohttp.http_parser.HttpResponseParser``, the C parser behind ``ClientSession``: chunked
+framing, limits, framing errors) take each socket read, and append ``(time.monotonic(), body bytes so far)``,
+nothing else. ``ClientSession`` itself is not used for the load: its per-request machinery (request and response
+objects, a timer per read, connector bookkeeping) cost about 540 us a request on one core of the 2-core
+controller, most of the client's CPU at c=1024 x 256 (cProfile in docs/bench.md, "Capacity"); here a
+request costs what the parser and the event loop need. Stall and total timeouts are one watchdog task per shard,
+not a timer per read. SSE/JSON parsing, token counting and coherence checks run after the shard's load
+finished, so they never delay a timestamp. Each shard measures its own event-loop lag (a sleeper task's
+overshoot) and its CPU use, so the caller can mark a run ``client_bound`` instead of reporting latency the
+client inflated itself. ``time.monotonic()`` is CLOCK_MONOTONIC: comparable across processes and with a
+loopback server's own clock.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,16 +25,19 @@ import asyncio
 import errno
 import json
 import os
+import ssl
 import time
 import traceback
 
 try:
     import aiohttp
+    from aiohttp.http_parser import HttpResponseParser  # the C parser when aiohttp's extension is built
     from yarl import URL  # aiohttp's own URL type (a dependency of aiohttp)
     HAS_AIOHTTP = True
     AIOHTTP_IMPORT_ERROR = None
 except ImportError as e:  # pragma: no cover - depends on the environment
     aiohttp = None
+    HttpResponseParser = None
     URL = str
     HAS_AIOHTTP = False
     AIOHTTP_IMPORT_ERROR = e
@@ -124,31 +133,199 @@ def classify_exception(exc):
     return "client_error", detail
 
 
-async def _one(session, url, body):
+class _Fault(Exception):
+    """A request failure already classified: ``cls`` is one of ERROR_CLASSES."""
+
+    def __init__(self, cls, detail):
+        Exception.__init__(self, detail)
+        self.cls = cls
+        self.detail = detail
+
+
+class _Conn(asyncio.Protocol):
+    """One worker's keep-alive HTTP/1.1 connection. One request at a time: :meth:`send` writes it and returns a
+    future that completes when aiohttp's parser has the whole response (or fails with a :class:`_Fault`)."""
+
+    def __init__(self, loop):
+        self._loop = loop
+        self._reading_paused = False  # read by aiohttp's StreamReader (flow control: the whole body is kept anyway)
+        # the transport, and the response in flight: its future, parser, head, body reader, (time, bytes) marks
+        self.transport = self.fut = self.parser = self.msg = self.payload = self.marks = None
+        self.started = self.last = 0.0  # when it was sent, when its last byte came
+
+    # asyncio.Protocol
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def connection_lost(self, exc):
+        self.transport = None
+        fut = self.fut
+        if fut is None or fut.done():
+            return
+        if self.payload is not None and self.parser is not None:
+            try:
+                self.parser.feed_eof()  # a body that ends with the connection (no length, not chunked) is whole now
+            except Exception as e:  # chunked or sized body cut short: aiohttp's own framing error names it
+                self._fail("disconnected", "the server closed the connection mid-response after %d body bytes "
+                                           "(%s: %s)" % (self.payload.total_bytes, type(e).__name__, e))
+                return
+            if self.payload.is_eof():
+                fut.set_result(None)
+                return
+        got = "after %d body bytes" % self.payload.total_bytes if self.payload is not None else "before a response"
+        self._fail("disconnected", "the server closed the connection %s%s" % (got, " (%s)" % exc if exc else ""))
+
+    def pause_reading(self):
+        """aiohttp's StreamReader asks for this above its high-water mark; the client keeps every byte anyway."""
+
+    def resume_reading(self, *args, **kwargs):
+        """See :meth:`pause_reading`."""
+
+    def data_received(self, data):
+        self.last = t = time.monotonic()
+        parser = self.parser
+        if parser is None:  # bytes outside a response in flight: nothing waits for them
+            return
+        try:
+            msgs = parser.feed_data(data)[0]
+        except Exception as e:  # aiohttp.http_exceptions: bad status line, header too long, bad chunk size
+            self._fail("malformed_sse", "malformed HTTP response: %s: %s" % (type(e).__name__, e))
+            return
+        if msgs and self.payload is None:
+            self.msg, self.payload = msgs[0]
+        p = self.payload
+        if p is not None:
+            self.marks.append((t, p.total_bytes))
+            if p.is_eof():
+                self.parser = None
+                self.fut.set_result(None)
+            else:
+                exc = p.exception()
+                if exc is not None:
+                    self._fail("disconnected", "response body: %s: %s" % (type(exc).__name__, exc))
+
+    # the client's side
+    def send(self, data, started):
+        self.parser = HttpResponseParser(self, self._loop, 1 << 20, payload_exception=aiohttp.ClientPayloadError,
+                                         read_until_eof=True, auto_decompress=False)
+        self.msg = self.payload = None
+        self.marks = []
+        self.started = self.last = started
+        self.fut = self._loop.create_future()
+        self.transport.write(data)
+        return self.fut
+
+    def _fail(self, cls, detail):
+        self.parser = None
+        if self.fut is not None and not self.fut.done():
+            self.fut.set_exception(_Fault(cls, detail))
+        self.close()
+
+    def close(self):
+        if self.transport is not None:
+            self.transport.abort()
+            self.transport = None
+
+
+class _Target:
+    """Where a shard's requests go: host, port, TLS, the request head (headers from :func:`headers_for`), timeouts;
+    and the connections in flight, for the watchdog."""
+
+    def __init__(self, url, headers, connect_timeout):
+        u = URL(url)
+        if u.scheme not in ("http", "https") or not u.host:
+            raise ValueError("base_url must be an http:// or https:// URL, got %r" % url)
+        self.host, self.port = u.host, u.port
+        self.ssl = ssl.create_default_context() if u.scheme == "https" else None
+        host = "[%s]" % u.host if ":" in u.host else u.host
+        port = "" if u.is_default_port() else ":%d" % u.port
+        lines = ["POST %s HTTP/1.1" % (u.raw_path_qs or "/"), "Host: %s%s" % (host, port)]
+        for name, value in headers.items():
+            if "\r" in name + value or "\n" in name + value:
+                raise ValueError("request header %s contains a line break" % name)
+            lines.append("%s: %s" % (name, value))
+        self.head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+        self.connect_timeout = connect_timeout
+        self.live = set()
+
+    async def connect(self, loop):
+        try:
+            dummy, conn = await asyncio.wait_for(loop.create_connection(
+                lambda: _Conn(loop), self.host, self.port, ssl=self.ssl,
+                server_hostname=self.host if self.ssl else None), self.connect_timeout)
+        except asyncio.TimeoutError:
+            raise _Fault("connect_timeout", "no TCP connection to %s:%s within %s s" % (
+                self.host, self.port, self.connect_timeout))
+        except ConnectionRefusedError as e:
+            raise _Fault("connection_refused", "%s:%s: %s" % (self.host, self.port, e))
+        except (OSError, ssl.SSLError) as e:
+            raise _Fault("connect_error", "%s:%s: %s: %s" % (self.host, self.port, type(e).__name__, e))
+        self.live.add(conn)
+        return conn
+
+    def request(self, body):
+        return self.head + b"%d\r\n\r\n" % len(body) + body
+
+
+async def _one(loop, target, conn, body):
+    """One request on ``conn`` (a new connection when it is None or closed). Returns (connection to reuse or None,
+    raw record)."""
     mono = time.monotonic
-    raw = {"start": mono(), "end": None, "status": None, "reads": None, "error": None, "detail": None}
+    raw = {"start": mono(), "end": None, "status": None, "marks": None, "body": None, "error": None, "detail": None}
     try:
-        async with session.post(url, data=body) as resp:  # the session's headers and timeout
-            raw["status"] = resp.status
-            if resp.status != 200:
-                txt = (await resp.content.read(4096)).decode("utf-8", "replace")
-                raw["error"] = classify_http(resp.status, txt)
-                raw["detail"] = "HTTP %d: %s" % (resp.status, txt[:300])
-                raw["end"] = mono()
-                return raw
-            reads = []
-            app = reads.append
-            readany = resp.content.readany
-            while True:
-                chunk = await readany()
-                if not chunk:
-                    break
-                app((mono(), chunk))
-            raw["reads"] = reads
-    except Exception as e:  # every failure is classified, never raised
+        if conn is None or conn.transport is None or conn.transport.is_closing():
+            target.live.discard(conn)
+            conn = await target.connect(loop)
+        await conn.send(target.request(body), raw["start"])
+        data = conn.payload.read_nowait()
+        raw["status"] = status = conn.msg.code
+        if status != 200:
+            txt = data[:4096].decode("utf-8", "replace")
+            raw["error"] = classify_http(status, txt)
+            raw["detail"] = "HTTP %d: %s" % (status, txt[:300])
+        else:
+            raw["marks"], raw["body"] = conn.marks, data
+        if conn.msg.should_close:
+            conn.close()
+    except _Fault as f:  # every failure is classified, never raised
+        raw["error"], raw["detail"] = f.cls, f.detail
+    except Exception as e:
         raw["error"], raw["detail"] = classify_exception(e)
+    if conn is not None and conn.transport is None:
+        target.live.discard(conn)
+        conn = None
     raw["end"] = mono()
-    return raw
+    return conn, raw
+
+
+async def _watchdog(target, state, stall_timeout, total_timeout):
+    """Fails a response that got no byte for ``stall_timeout`` s (class stalled) or ran ``total_timeout`` s (class
+    timeout); one pass over the connections a tick instead of a timer per read."""
+    tick = max(0.02, min(1.0, stall_timeout / 4.0, total_timeout / 4.0))
+    while not state["stop"]:
+        await asyncio.sleep(tick)
+        now = time.monotonic()
+        for conn in list(target.live):
+            fut = conn.fut
+            if fut is None or fut.done():
+                continue
+            if now - conn.last > stall_timeout:
+                conn._fail("stalled", "no data from the server for %.1f s (stall_timeout %s s)" % (
+                    now - conn.last, stall_timeout))
+            elif now - conn.started > total_timeout:
+                conn._fail("timeout", "the response took longer than timeout=%s s" % total_timeout)
+
+
+def reads_of(raw):
+    """``[(t, body bytes), ...]`` per socket read of a raw record (what :func:`bench_sse.parse_reads` takes)."""
+    body = raw.get("body") or b""
+    out = []
+    prev = 0
+    for t, end in raw.get("marks") or ():
+        if end > prev:
+            out.append((t, body[prev:end]))
+            prev = end
+    return out
 
 
 # asyncio's selectors wait in whole milliseconds: EpollSelector/PollSelector round every timeout up with
@@ -236,36 +413,37 @@ async def run_shard_async(spec):
     start_at, lag_interval. Returns (raws, stats)."""
     bodies = spec["bodies"]
     raws = [None] * len(bodies)
-    timeout = aiohttp.ClientTimeout(total=spec["timeout"], sock_read=spec["stall_timeout"],
-                                    sock_connect=spec.get("connect_timeout", 10))
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+    loop = asyncio.get_running_loop()
+    target = _Target(spec["url"], spec["headers"], spec.get("connect_timeout", 10))
     lags, delays = [], []
     state = {"stop": False, "busy": []}
-    # one timeout object and one parsed URL for the session: per request they were re-merged and re-parsed
-    # per request nothing is merged: headers and timeout are the session's, and no cookie jar is consulted
-    # (an OpenAI-compatible server sets none; aiohttp's default CookieJar filters and updates on every request)
-    async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20, auto_decompress=False,
-                                     timeout=timeout, headers=spec["headers"],
-                                     cookie_jar=aiohttp.DummyCookieJar()) as session:
-        resolution = await timer_resolution()  # ~12 ms once per process; inside the start delay when sharded
-        delay = spec.get("start_at", 0) - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        mon = asyncio.ensure_future(_lag_monitor(state, lags, delays, spec.get("lag_interval", 0.005)))
-        cpu0 = time.process_time()
-        wall0 = time.monotonic()
-        it = iter(range(len(bodies)))
-        url = URL(spec["url"])
+    resolution = await timer_resolution()  # ~12 ms once per process; inside the start delay when sharded
+    delay = spec.get("start_at", 0) - time.monotonic()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    mon = asyncio.ensure_future(_lag_monitor(state, lags, delays, spec.get("lag_interval", 0.005)))
+    dog = asyncio.ensure_future(_watchdog(target, state, spec["stall_timeout"], spec["timeout"]))
+    cpu0 = time.process_time()
+    wall0 = time.monotonic()
+    it = iter(range(len(bodies)))
 
-        async def worker():
-            for i in it:
-                raws[i] = await _one(session, url, bodies[i])
+    async def worker():
+        conn = None
+        for i in it:
+            conn, raws[i] = await _one(loop, target, conn, bodies[i])
+        if conn is not None:
+            conn.close()
 
+    try:
         await asyncio.gather(*[worker() for dummy in range(max(1, min(spec["concurrency"], len(bodies))))])
+    finally:
         wall = time.monotonic() - wall0
         cpu = time.process_time() - cpu0
         state["stop"] = True
-        await mon
+        for conn in target.live:
+            conn.close()
+        dog.cancel()
+        await asyncio.gather(mon, dog, return_exceptions=True)
     return raws, loop_stats(lags, delays, state["busy"], cpu, wall, resolution)
 
 
@@ -278,7 +456,7 @@ def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherenc
     if rec["error"]:
         return rec
     try:
-        p = bench_sse.parse_reads(raw.get("reads") or [], api, logprobs=keep_text)
+        p = bench_sse.parse_reads(reads_of(raw), api, logprobs=keep_text)
     except bench_sse.SSEError as e:
         rec["error"], rec["detail"] = "malformed_sse", str(e)
         return rec

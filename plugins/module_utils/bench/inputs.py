@@ -11,6 +11,15 @@ __metaclass__ = type
 MAX_CONCURRENCY = 100000
 
 
+def api_key_error(key):
+    """The message for an api_key that cannot go into an ``Authorization: Bearer`` header, or None. The key is
+    never echoed (the module marks it no_log)."""
+    if key and not all(32 < ord(c) < 127 for c in key):
+        return ("api_key is invalid: allowed printable ASCII without spaces or line breaks (it is sent as "
+                "'Authorization: Bearer <api_key>'; the value is not shown)")
+    return None
+
+
 def parse_concurrency(value):
     """int, list of ints or comma string -> sorted list of ints in [1, 100000]; ValueError naming the allowed values
     (duplicates are refused)."""
@@ -73,6 +82,9 @@ def validate(p):
     need("temperature", p["temperature"] >= 0, "a number >= 0")
     url = p["base_url"] or ""
     need("base_url", url.startswith("http://") or url.startswith("https://"), "an http:// or https:// URL")
+    key_err = api_key_error(p.get("api_key"))
+    if key_err:
+        errs.append(key_err)
     for i, probe in enumerate(p["probes"] or []):
         if not isinstance(probe, dict) or not isinstance(probe.get("expect"), str) or not probe.get("expect") or not (
                 isinstance(probe.get("prompt"), str) or isinstance(probe.get("question"), str)):

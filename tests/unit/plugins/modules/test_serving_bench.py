@@ -108,3 +108,9 @@ def test_documentation_matches_argspec():
     for name, opt in spec.items():
         assert opt.get("default") == doc[name].get("default"), name
         assert opt["type"] == doc[name]["type"], name
+
+
+def test_api_key_with_a_line_break_is_refused_without_showing_it(tmp_path):
+    res = run(tmp_path, base_url="http://127.0.0.1:1", api_key="sk-one\r\nX-Injected: 1")
+    assert res["failed"] and res["failure_class"] == "invalid_input"
+    assert "api_key is invalid: allowed printable ASCII" in res["msg"] and "sk-one" not in json.dumps(res)
