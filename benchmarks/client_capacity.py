@@ -8,7 +8,7 @@ event per token), serving_bench's client side by side with sglang.bench_serving 
 Both clients are pinned to the same single core (the fake server to another) and get the same workloads
 (c=128 x 1024 tokens, c=1024 x 256 tokens, as in the anchor figures). For ours, CPU = the process's CPU
 time over the whole run_load call (load + SSE parsing + token accounting + coherence checks). For the
-anchor, CPU = (CPU of the full run) - (CPU of a 1-request run), i.e. without its import/startup cost.
+anchor, CPU = (CPU of the full run) - (median CPU of three 1-request runs), i.e. without its import/startup cost.
 Also printed: tokens/s in each client's own measurement window.
 
 Usage: benchmarks/anchor_venv.sh && .venv/bin/python benchmarks/client_capacity.py [--quick]
@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "collections"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 ANCHOR_PY = os.path.join(ROOT, ".cache", "anchor-venv", "bin", "python")
 FAKESERVER = os.path.join(ROOT, "tests", "integration", "fakeserver.py")
+OVERHEAD_RUNS = 3
 
 
 def cores():
@@ -125,11 +126,21 @@ def main():
         os.sched_setaffinity(proc.pid, {server_core})
         overhead = None
         if have_anchor:
-            rc, so, se, overhead = run_pinned(anchor_cmd(url, 1, 1, 1, tok_dir, os.path.join(tmp, "null.jsonl")),
-                                              client_core, env)
-            if rc != 0:
-                print("anchor failed:", se[-2000:])
-                have_anchor = False
+            # its startup (imports: ~16 s CPU on a 2-core box) varies by +-0.5 s from run to run and more on the first,
+            # cold-cache run, as much as the difference between the two clients' figures: the median of three
+            overheads = []
+            for dummy in range(OVERHEAD_RUNS):
+                rc, so, se, cpu = run_pinned(anchor_cmd(url, 1, 1, 1, tok_dir, os.path.join(tmp, "null.jsonl")),
+                                             client_core, env)
+                if rc != 0:
+                    print("anchor failed:", se[-2000:])
+                    have_anchor = False
+                    break
+                overheads.append(cpu)
+            if have_anchor:
+                overhead = sorted(overheads)[len(overheads) // 2]
+                print("anchor startup CPU s (1-request runs): %s, median %.2f subtracted" % (
+                    ", ".join("%.2f" % x for x in overheads), overhead))
         for conc, tokens, n in workloads:
             rc, so, se, _ = run_pinned([sys.executable, os.path.abspath(__file__), "--child", url, str(conc),
                                         str(tokens), str(n), "1"], client_core)

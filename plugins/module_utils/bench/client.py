@@ -316,18 +316,6 @@ async def _watchdog(target, state, stall_timeout, total_timeout):
                 conn._fail("timeout", "the response took longer than timeout=%s s" % total_timeout)
 
 
-def reads_of(raw):
-    """``[(t, body bytes), ...]`` per socket read of a raw record (what :func:`bench_sse.parse_reads` takes)."""
-    body = raw.get("body") or b""
-    out = []
-    prev = 0
-    for t, end in raw.get("marks") or ():
-        if end > prev:
-            out.append((t, body[prev:end]))
-            prev = end
-    return out
-
-
 # asyncio's selectors wait in whole milliseconds: EpollSelector/PollSelector round every timeout up with
 # math.ceil(timeout * 1e3) (CPython Lib/selectors.py, "epoll_wait() has a resolution of 1 millisecond, round away
 # from zero"). A sleeper woken early by I/O re-arms with an arbitrary remainder, so its overshoot reaches ~1 ms on a
@@ -456,7 +444,7 @@ def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherenc
     if rec["error"]:
         return rec
     try:
-        p = bench_sse.parse_reads(reads_of(raw), api, logprobs=keep_text)
+        p = bench_sse.parse_body(raw.get("body") or b"", raw.get("marks") or (), api, logprobs=keep_text)
     except bench_sse.SSEError as e:
         rec["error"], rec["detail"] = "malformed_sse", str(e)
         return rec

@@ -124,12 +124,14 @@ def repetition_flag(text, min_words=16, coverage=0.6, tail_words=64):
         if len(ids) > (1 - coverage) * n + max_period:
             return False
         need = coverage * n - max_period
-        seq = bytes(seq) if len(ids) <= 256 else None  # one byte per word id
+        # one byte per word id, the whole sequence as one integer: its first n-p bytes are x >> 8p, its last n-p
+        # bytes x's low 8(n-p) bits; XORed, their zero bytes are the positions where word i equals word i+p
+        x = int.from_bytes(bytes(seq), "big") if len(ids) <= 256 else None
         for p in range(1, max_period + 1):
-            if seq is None:
+            if x is None:
                 same = sum(map(operator.eq, words, words[p:]))
-            else:  # positions where word i equals word i+p: the zero bytes of the shifted sequences XORed
-                same = (int.from_bytes(seq[:-p], "big") ^ int.from_bytes(seq[p:], "big")).to_bytes(n - p, "big").count(0)
+            else:
+                same = ((x >> (p << 3)) ^ (x & ((1 << ((n - p) << 3)) - 1))).to_bytes(n - p, "big").count(0)
             if same >= need and same >= 3 * p:
                 return True
         return False

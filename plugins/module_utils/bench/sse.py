@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Server-sent-events parsing for OpenAI-compatible streams, kept off the hot path.
 
-The client only appends ``(monotonic_time, bytes)`` for every socket read while a stream runs.
-After the request ends, :func:`parse_reads` splits the bytes into SSE events, gives each event the
+The client only records ``(monotonic_time, body length)`` for every socket read while a stream runs.
+After the request ends, :func:`parse_body` splits the body into SSE events, gives each event the
 time of the read that completed it (the earliest moment the client could have seen it), decodes
 all JSON payloads of a stream in one C call and extracts text, finish reason, usage and errors.
 """
@@ -47,32 +47,59 @@ def _event_payload(ev):
     return b"\n".join(datas) if datas else None
 
 
-def _raw_groups(reads):
-    """``(t, body, payloads)`` per read that completed events: ``body`` is the bytes of those events without their
-    last separator; ``payloads`` is the number of events when every event is exactly ``data: <payload>`` (what
-    SGLang, vLLM and transformers send: :func:`parse_reads` then works on ``body`` itself, without a bytes object
-    per event), else the list of ``data:`` payloads. Returns ``(groups, tail)``; ``tail`` is an incomplete last event."""
-    groups = []
-    buf = b""
+def body_of(reads):
+    """``(body, marks)`` of ``[(t, bytes), ...]`` reads: all their bytes in one object and ``(t, end)`` per read, ``end``
+    the body's length after that read (what the client records; :func:`parse_body` works on this form)."""
+    marks = []
+    end = 0
     for t, chunk in reads:
-        buf = buf + chunk if buf else chunk
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
-        end = buf.rfind(b"\n\n")
+        end += len(chunk)
+        marks.append((t, end))
+    return b"".join(chunk for dummy, chunk in reads), marks
+
+
+def _lf(body, marks):
+    """CRLF line ends as LF, each mark moved to the same place: a read that ended between a CR and its LF ends
+    before that line end (the LF came with the next read, as when each read was normalized with what came before)."""
+    out = []
+    crlfs = 0
+    prev = 0
+    for t, end in marks:
+        crlfs += body.count(b"\r\n", max(0, prev - 1), end)
+        prev = end
+        out.append((t, end - crlfs - (1 if body[end - 1:end + 1] == b"\r\n" else 0)))
+    return body.replace(b"\r\n", b"\n"), out
+
+
+def _raw_groups(body, marks):
+    """``(t, start, end, payloads)`` per read that completed events: ``body[start:end]`` holds those events without
+    their last separator; ``payloads`` is the number of events when every event is exactly ``data: <payload>``
+    (what SGLang, vLLM and transformers send: :func:`parse_body` then works on ranges of ``body`` itself, without a
+    bytes object per event or per read), else the list of ``data:`` payloads. Returns ``(groups, tail)``;
+    ``tail`` is an incomplete last event."""
+    groups = []
+    start = 0
+    for t, mark in marks:
+        end = body.rfind(b"\n\n", start, mark)
         if end < 0:
             continue
-        body = buf[:end]
-        buf = buf[end + 2:]
-        # plain stream: every newline of the body is one of the separators' two, so no event had another line
-        if body[:6] == b"data: ":
-            seps = body.count(PLAIN_SEP)
-            if body.count(b"\n") == 2 * seps:
-                groups.append((t, body, seps + 1))
+        s, start = start, end + 2
+        # plain stream: every newline of the range is one of the separators' two, so no event had another line
+        if body.startswith(b"data: ", s):
+            seps = body.count(PLAIN_SEP, s, end)
+            if body.count(b"\n", s, end) == 2 * seps:
+                groups.append((t, s, end, seps + 1))
                 continue
-        payloads = [x for x in (_event_payload(e) for e in body.split(b"\n\n") if e) if x is not None]
+        payloads = [x for x in (_event_payload(e) for e in body[s:end].split(b"\n\n") if e) if x is not None]
         if payloads:
-            groups.append((t, body, payloads))
-    return groups, buf.strip()
+            groups.append((t, s, end, payloads))
+    return groups, body[start:].strip()
+
+
+def _groups(body, marks):
+    if b"\r" in body:
+        body, marks = _lf(body, marks)
+    return body, _raw_groups(body, marks)
 
 
 def split_groups(reads):
@@ -82,8 +109,9 @@ def split_groups(reads):
     Handles CRLF, events split across reads, several events per read, multi-line data, comments
     and ``event:``/``id:`` lines. Returns ``(groups, tail)``; ``tail`` is an incomplete last event.
     """
-    raw, tail = _raw_groups(reads)
-    return [(t, body[6:].split(PLAIN_SEP) if isinstance(payloads, int) else payloads) for t, body, payloads in raw], tail
+    body, (raw, tail) = _groups(*body_of(reads))
+    return [(t, body[s + 6:e].split(PLAIN_SEP) if isinstance(payloads, int) else payloads)
+            for t, s, e, payloads in raw], tail
 
 
 def split_events(reads):
@@ -130,30 +158,33 @@ _PLAIN_RX = {
 def _fast_texts(payloads, api, logprobs=False, markers=True):
     """Text of plain content events (one choice, nothing else of interest) as ``(text, nonempty, empty)``, or
     None to decode fully (see :func:`_fast_blob`)."""
-    return _fast_blob(b"\n".join(payloads), len(payloads), api, logprobs, markers)
+    blob = b"\n".join(payloads)
+    return _fast_blob(blob, 0, len(blob), len(payloads), api, logprobs, markers)
 
 
-def _fast_blob(blob, count, api, logprobs=False, markers=True):
-    """:func:`_fast_texts` for ``count`` events whose payloads are all in ``blob`` (any separators between them).
+def _has(buf, start, end, needles):
+    for m in needles:
+        if buf.find(m, start, end) >= 0:
+            return True
+    return False
+
+
+def _fast_blob(buf, start, end, count, api, logprobs=False, markers=True):
+    """:func:`_fast_texts` for ``count`` events whose payloads are all in ``buf[start:end]`` (any separators between
+    them), read in place.
 
     Events are JSON objects, so an unescaped double quote never occurs inside a captured string body. Without
-    a backslash in the group the bodies are the text's UTF-8 bytes as they are (one regex pass, one decode);
+    a backslash in the range the bodies are the text's UTF-8 bytes as they are (one regex pass, one decode);
     with escapes they are decoded together by one ``json.loads`` of an array of strings.
     """
-    if markers:
-        for m in _SLOW_MARKERS:
-            if m in blob:
-                return None
-    if api == "chat":
-        for m in _REASONING_MARKERS:
-            if m in blob:
-                return None
-    if logprobs:
-        for m in _LOGPROB_MARKERS:
-            if m in blob:
-                return None
-    if b"\\" not in blob:
-        found = _PLAIN_RX[api].findall(blob)
+    if markers and _has(buf, start, end, _SLOW_MARKERS):
+        return None
+    if api == "chat" and _has(buf, start, end, _REASONING_MARKERS):
+        return None
+    if logprobs and _has(buf, start, end, _LOGPROB_MARKERS):
+        return None
+    if buf.find(b"\\", start, end) < 0:
+        found = _PLAIN_RX[api].findall(buf, start, end)
         if len(found) != count:
             return None
         empty = found.count(b"")
@@ -161,7 +192,7 @@ def _fast_blob(blob, count, api, logprobs=False, markers=True):
             return b"".join(found).decode("utf-8"), len(found) - empty, empty
         except UnicodeDecodeError:
             return None
-    found = _TEXT_RX[api].findall(blob)
+    found = _TEXT_RX[api].findall(buf, start, end)
     if len(found) != count:
         return None
     try:
@@ -173,7 +204,14 @@ def _fast_blob(blob, count, api, logprobs=False, markers=True):
 
 
 def parse_reads(reads, api="completions", logprobs=False):
-    """Parse one streamed response. Returns a dict:
+    """:func:`parse_body` of ``[(t, bytes), ...]`` socket reads."""
+    body, marks = body_of(reads)
+    return parse_body(body, marks, api, logprobs)
+
+
+def parse_body(body, marks, api="completions", logprobs=False):
+    """Parse one streamed response: ``body`` all its bytes, ``marks`` ``[(t, end), ...]`` the time of each socket read
+    and the body's length after it (each event gets the time of the read that completed it). Returns a dict:
 
     ``chunk_times`` (times of events carrying text), ``text`` (all generated text, reasoning included),
     ``content`` and ``reasoning`` (chat: the answer and the reasoning text apart), ``finish_reason``, ``usage`` (dict or
@@ -182,34 +220,35 @@ def parse_reads(reads, api="completions", logprobs=False):
     ``tail`` (undelivered bytes). Raises SSEError on malformed SSE/JSON. Logprobs are only collected
     with ``logprobs=True`` (the NaN probe); load requests never ask for them.
 
-    Plain content events (the bulk of a stream) take a fast path: grouped by read, their text
-    is pulled out with one regex and one string-array decode per group; any event with usage,
-    a finish reason, logprobs, an error or an unexpected shape goes through the full JSON decoder.
+    Plain content events (the bulk of a stream) take a fast path: grouped by read, their text is pulled out of
+    the body in place with one regex and one decode per group (no copy of the body, of a read or of an event);
+    any event with usage, a finish reason, logprobs, an error or an unexpected shape goes through the full JSON
+    decoder.
     """
     api = "chat" if api == "chat" else "completions"
-    raw, tail = _raw_groups(reads)
+    body, (raw, tail) = _groups(body, marks)
     done = False
     chunk_times = []
     pieces = []
     state = {"finish": None, "usage": None, "err": None, "empty": 0, "logprobs": [], "events": 0,
              "reasoning": [], "reasoning_at": set()}
-    for t, body, payloads in raw:
+    for t, s, e, payloads in raw:
         if done:
             raise SSEError("data after [DONE]")
-        head = None
+        head = None  # (bytes, start, end, count): the events for the fast path
         if isinstance(payloads, int):
             # plain events: cut them on the body itself; the last three (finish_reason, usage, [DONE]) are split
-            # off for the full decoder, the rest is one blob for the fast path
+            # off for the full decoder, the rest is one range for the fast path
             n = payloads
-            cut = len(body)
+            cut = e
             for dummy in range(3 if n > 6 else 0):
-                cut = body.rfind(PLAIN_SEP, 0, cut)
-            if cut < len(body):
-                head, count = body[6:cut], n - 3
-                payloads = body[cut + len(PLAIN_SEP):].split(PLAIN_SEP)
+                cut = body.rfind(PLAIN_SEP, s, cut)
+            if cut < e:
+                head = (body, s + 6, cut, n - 3)
+                payloads = body[cut + len(PLAIN_SEP):e].split(PLAIN_SEP)
             else:
-                payloads = body[6:].split(PLAIN_SEP)
-        if DONE in payloads or (head is not None and b"data: [DONE]\n\n" in body):
+                payloads = body[s + 6:e].split(PLAIN_SEP)
+        if DONE in payloads or (head is not None and body.find(b"data: [DONE]\n\n", s, e) >= 0):
             i = payloads.index(DONE) if DONE in payloads else -1
             if i != len(payloads) - 1:
                 raise SSEError("data after [DONE]")
@@ -217,7 +256,7 @@ def parse_reads(reads, api="completions", logprobs=False):
             payloads = payloads[:i]
             if not payloads and head is None:
                 continue
-        state["events"] += len(payloads) + (count if head is not None else 0)
+        state["events"] += len(payloads) + (head[3] if head is not None else 0)
         # finish_reason/usage live in the last events of a stream: when a whole response arrives in one
         # read, its last few events take the full decoder and the rest stays on the fast path
         # (the head skips the marker scan: an error or multi-choice event there breaks the one-text-per-event
@@ -225,17 +264,18 @@ def parse_reads(reads, api="completions", logprobs=False):
         head_list = None
         if head is None and len(payloads) > 6:
             head_list, payloads = payloads[:-3], payloads[-3:]
-            head, count = b"\n".join(head_list), len(head_list)
+            blob = b"\n".join(head_list)
+            head = (blob, 0, len(blob), len(head_list))
         rest = payloads
         if head is not None:
-            fast = _fast_blob(head, count, api, logprobs, markers=False)
+            fast = _fast_blob(*head, api=api, logprobs=logprobs, markers=False)
         else:
             fast = _fast_texts(payloads, api, logprobs, markers=True) if payloads else None
             if fast is not None:
                 rest = []
         if fast is None:
             if head is not None:
-                rest = (head_list if head_list is not None else head.split(PLAIN_SEP)) + payloads
+                rest = (head_list if head_list is not None else head[0][head[1]:head[2]].split(PLAIN_SEP)) + payloads
         else:
             joined, nonempty, empty = fast
             if nonempty:

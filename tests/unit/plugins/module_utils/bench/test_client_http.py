@@ -232,7 +232,7 @@ def test_timestamps_are_taken_per_socket_read():
     # each event stamped at its own read, 50 ms apart (bounds loose enough for a loaded CI box: stamped all at
     # the end, the span would be ~0)
     assert t[-1] - t[0] > 0.1 and sum(1 for g in gaps if g > 0.03) >= 2, gaps
-    assert len(bench_client.reads_of(raws[0])) >= 4
+    assert len(set(end for dummy, end in raws[0]["marks"] if end)) >= 4  # body bytes came in 4+ reads
 
 
 def test_https_with_a_trusted_certificate(tmp_path, monkeypatch):

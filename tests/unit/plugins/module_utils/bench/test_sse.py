@@ -88,6 +88,22 @@ def test_crlf_comments_event_lines_and_multiline_data():
     assert r["text"] == "hello" and r["finish_reason"] == "stop" and r["done"]
 
 
+def test_crlf_event_completes_with_the_read_that_brings_its_last_line_feed():
+    """A CRLF stream cut in two at every byte: an event belongs to the second read unless its whole closing
+    CRLF CRLF came with the first (the body is normalized once, the marks moved with it)."""
+    pieces = [" a", " b", " c"]
+    body = stream(pieces).replace(b"\n", b"\r\n")
+    ends = []  # where each text event's separator ends
+    pos = 0
+    for dummy in pieces:
+        pos = body.index(b"\r\n\r\n", pos) + 4
+        ends.append(pos)
+    for k in range(1, len(body)):
+        r = bench_sse.parse_reads([(1.0, body[:k]), (2.0, body[k:])])
+        assert r["text"] == "".join(pieces) and r["done"], k
+        assert r["chunk_times"] == [1.0 if end <= k else 2.0 for end in ends], k
+
+
 def test_malformed_json_raises():
     body = ev(comp("a")) + b"data: {not json\n\n" + b"data: [DONE]\n\n"
     with pytest.raises(bench_sse.SSEError):
