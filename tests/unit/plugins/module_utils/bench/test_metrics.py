@@ -96,6 +96,17 @@ def test_impossible_usage_count_is_flagged_and_not_used_for_throughput():
     assert r["output_tokens"] == 10 + 5  # the bad request counts its chunks, not the impossible usage
 
 
+def test_a_stop_token_counted_in_usage_is_not_impossible():
+    # the sandbox engine's answer "." with completion_tokens 2: the end-of-sequence token streams no text
+    eos = rec(0.0, 0.1, 0.01, 2, chunks=1)
+    eos.update(text_bytes=1, usage=True, finish_reason="stop")
+    length = dict(eos, finish_reason="length")  # cut by max_tokens: every counted token streamed its bytes
+    two_more = dict(eos, output_tokens=3)  # one stop token is all a stop explains
+    assert bm.impossible_usage(eos) is False
+    assert bm.impossible_usage(length) is True and bm.impossible_usage(two_more) is True
+    assert bm.compute([eos], 1)["impossible_usage"] == 0
+
+
 def test_sampling_noise_sees_a_load_change_during_the_level_and_none_when_steady():
     steady = [rec(0.1 * i, 0.1, 0.01, 20) for i in range(40)]
     drift = [rec(0.1 * i, 0.1, 0.01 * (1 + i / 20.0), 20) for i in range(40)]  # TPOT grows 3x over the level
