@@ -300,9 +300,10 @@ class Fake(object):
         if a.ttft:
             await asyncio.sleep(a.ttft)
         first = time.monotonic() - t0
+        itl = a.slow_itl if self.served <= a.slow_first else a.itl  # a slow phase: the first --slow-first requests
         for i, p in enumerate(pieces):
-            if i and a.itl:
-                await asyncio.sleep(a.itl)
+            if i and itl:
+                await asyncio.sleep(itl)
             if a.behavior in ("disconnect", "stall") and i == 3:
                 if a.behavior == "disconnect":
                     request.transport.close()
@@ -385,6 +386,8 @@ def main(argv=None):
     ap.add_argument("--ttft", type=float, default=0.0)
     ap.add_argument("--itl", type=float, default=0.0)
     ap.add_argument("--die-after", type=int, default=5)
+    ap.add_argument("--slow-first", type=int, default=0, help="the first N completion requests stream at --slow-itl")
+    ap.add_argument("--slow-itl", type=float, default=0.0)
     ap.add_argument("--stamp", action="store_true")
     ap.add_argument("--reasoning", choices=["off", "tags", "open"], default="off")
     ap.add_argument("--reasoning-parser", action="store_true")

@@ -191,6 +191,7 @@ def test_regression_caught_and_unchanged_rerun_passes(tmp_path):
     assert not again.get("failed"), again.get("msg")
     assert again["results"][0]["regression"]["status"] == "compared"
     assert_failed(slow, "regression")
+    assert "(confirmed by 1 more measurement(s): " in slow["msg"], slow["msg"]  # confirm_regressions default 1
     # TPOT is gated too unless the level was client-bound (then only throughput is: see docs/bench.md)
     assert "output_throughput baseline" in slow["msg"] and "threshold" in slow["msg"]
     if not slow["results"][0]["client_bound"]:
@@ -207,3 +208,28 @@ def test_regression_caught_and_unchanged_rerun_passes(tmp_path):
     with open(os.path.join(base, "history.jsonl")) as f:
         events = [json.loads(x)["event"] for x in f]
     assert events == ["recorded", "replaced"]
+
+
+def test_a_slow_phase_is_measured_again_and_passes_a_lasting_one_fails(tmp_path):
+    """confirm_regressions: a level that fails the rule is measured again; a slow phase of the host (here the first
+    measurement's 17 requests, warmup included, at twice the ITL) passes on the re-measurement and stays on record; with
+    confirm_regressions 0 the same phase fails the run."""
+    args = dict(SMALL, report_dir=str(tmp_path / "rep"), baseline_dir=str(tmp_path / "baselines"), run_probes=False,
+                fingerprint={"host": "fake"}, gate_metrics=["output_throughput", "tpot_ms.p50"], tolerance=0.15)
+    with fake_server("ok", "--itl", "0.01") as (url, dummy):
+        first, dummy = run_module(tmp_path, base_url=url, **args)
+    assert not first.get("failed"), first.get("msg")
+    with fake_server("ok", "--itl", "0.01", "--slow-first", "17", "--slow-itl", "0.02") as (url, dummy):
+        phase, dummy = run_module(tmp_path, base_url=url, **args)
+    assert not phase.get("failed"), phase.get("msg")
+    reg = phase["results"][0]["regression"]
+    assert reg["status"] == "compared" and reg["passed"]
+    assert len(reg["unconfirmed"]) == 1 and not all(c["passed"] for c in reg["unconfirmed"][0]["checks"])
+    assert reg["unconfirmed"][0]["output_throughput"] < 0.8 * phase["results"][0]["output_throughput"]
+    with open(os.path.join(args["report_dir"], "history.jsonl")) as f:
+        hist = [json.loads(x) for x in f]
+    assert [h["passed"] for h in hist if h["run_id"] == phase["run_id"]] == [False, True]  # nothing lost
+    with fake_server("ok", "--itl", "0.01", "--slow-first", "17", "--slow-itl", "0.02") as (url, dummy):
+        strict, dummy = run_module(tmp_path, base_url=url, confirm_regressions=0, **args)
+    assert_failed(strict, "regression")
+    assert "confirmed" not in strict["msg"] and "output_throughput baseline" in strict["msg"]

@@ -79,6 +79,7 @@ def validate(p):
     need("min_requests", p["min_requests"] >= 1, "an int >= 1")
     need("noise_factor", p["noise_factor"] >= 0, "a number >= 0 (0 = tolerance only)")
     need("max_threshold", 0.0 < p["max_threshold"] <= 10.0, "a number in (0, 10] (0.4 = 40%)")
+    need("confirm_regressions", 0 <= p["confirm_regressions"] <= 5, "an int from 0 to 5 (0 = no re-measurement)")
     need("temperature", p["temperature"] >= 0, "a number >= 0")
     url = p["base_url"] or ""
     need("base_url", url.startswith("http://") or url.startswith("https://"), "an http:// or https:// URL")

@@ -148,6 +148,12 @@ def history_line(run_id, key, res, passed):
             "completed": res["completed"], "client_bound": res["client_bound"], "passed": passed}
 
 
+def regression_text(conc, checks):
+    """``c=16: output_throughput baseline 492.8 now 201.1 delta +59.2% > threshold 40.0%; ...`` (the failing checks)."""
+    return "c=%d: %s" % (conc, "; ".join("%s baseline %s now %s delta %+.1f%% > threshold %.1f%%" % (
+        c["metric"], c["baseline"], c["now"], c["delta_pct"], 100 * c["threshold"]) for c in checks if not c["passed"]))
+
+
 def sorted_levels(levels):
     """Level results of a ``{"<c>": result}`` dict in concurrency order."""
     return [v for dummy, v in sorted(levels.items(), key=lambda kv: int(kv[0]))]
@@ -512,43 +518,64 @@ class BenchRun(object):
             res["incoherent"], ", CLIENT-BOUND (%s)" % reason if bound else ""))
         return res
 
-    def gate(self, conc, res):
-        """Regression verdict of one level against the stored baseline; records the baseline when there is none."""
+    def regression(self, conc, res):
+        """The regression verdict of one measurement of a level against the stored baseline (nothing recorded)."""
         p = self.p
         reg = {"status": "disabled", "passed": True, "checks": [], "key": self.key}
-        if p["baseline_dir"]:
-            base = bench_store.load_baseline(p["baseline_dir"], self.key)
-            base_level = (base or {}).get("levels", {}).get(str(conc))
-            agg = res["trials"]["metrics"]
-            floor = p["min_abs_ms"]
-            if res["client_bound"]:
-                # latency the client may have inflated by up to its own lag: only changes well beyond it count
-                floor = max(floor, 2.0 * (res["client"].get("max_lag_p99_ms") or 0.0))
-                reg["note"] = "client-bound level: latency changes below %.1f ms (2 x client lag p99) ignored" % floor
-            if base_level is not None:
-                reg["checks"] = bench_store.compare(agg, base_level, list(p["gate_metrics"]), p["tolerance"], floor,
-                                                    noise_factor=p["noise_factor"],
-                                                    max_threshold=p["max_threshold"])
-                reg["status"] = "compared"
-                reg["passed"] = all(c["passed"] for c in reg["checks"])
-                reg["baseline_run_id"] = base_level.get("run_id")
-            if p["update_baseline"] or base_level is None:
-                reg["status"] = bench_store.record_level(p["baseline_dir"], self.key, p["fingerprint"], self.workload,
-                                                         conc, agg, p["trials"], self.run_id,
-                                                         replace=p["update_baseline"])
-                if p["update_baseline"]:
-                    reg["passed"] = True  # an explicit replacement is not a regression verdict
+        if not p["baseline_dir"]:
+            return reg, None
+        base = bench_store.load_baseline(p["baseline_dir"], self.key)
+        base_level = (base or {}).get("levels", {}).get(str(conc))
+        floor = p["min_abs_ms"]
+        if res["client_bound"]:
+            # latency the client may have inflated by up to its own lag: only changes well beyond it count
+            floor = max(floor, 2.0 * (res["client"].get("max_lag_p99_ms") or 0.0))
+            reg["note"] = "client-bound level: latency changes below %.1f ms (2 x client lag p99) ignored" % floor
+        if base_level is not None:
+            reg["checks"] = bench_store.compare(res["trials"]["metrics"], base_level, list(p["gate_metrics"]),
+                                                p["tolerance"], floor, noise_factor=p["noise_factor"],
+                                                max_threshold=p["max_threshold"])
+            reg["status"] = "compared"
+            reg["passed"] = all(c["passed"] for c in reg["checks"])
+            reg["baseline_run_id"] = base_level.get("run_id")
+        return reg, base_level
+
+    def gate(self, conc, res):
+        """Regression verdict of one level; records the baseline when there is none. A level that fails the rule is
+        measured again, up to ``confirm_regressions`` times: it fails only when every measurement fails (a regression
+        persists; a slow phase of the host passes). The measurements that failed stay in the run file
+        (``regression.unconfirmed``) and in the history."""
+        p = self.p
+        reg, base_level = self.regression(conc, res)
+        unconfirmed = []
+        while not reg["passed"] and len(unconfirmed) < p["confirm_regressions"]:
+            unconfirmed.append({"checks": reg["checks"], "output_throughput": res["output_throughput"],
+                                "ttft_p50_ms": res["ttft_ms"]["p50"], "tpot_p50_ms": res["tpot_ms"]["p50"],
+                                "client_bound": res["client_bound"], "duration_s": res["duration_s"]})
+            self.append_history(res, False)
+            self.progress("c=%d: %s: measuring again to confirm (%d/%d)" % (
+                conc, regression_text(conc, reg["checks"]), len(unconfirmed), p["confirm_regressions"]))
+            res = self.measure(conc)
+            reg, base_level = self.regression(conc, res)
+        if unconfirmed:
+            reg["unconfirmed"] = unconfirmed
+        if p["baseline_dir"] and (p["update_baseline"] or base_level is None):
+            reg["status"] = bench_store.record_level(p["baseline_dir"], self.key, p["fingerprint"], self.workload,
+                                                     conc, res["trials"]["metrics"], p["trials"], self.run_id,
+                                                     replace=p["update_baseline"])
+            if p["update_baseline"]:
+                reg["passed"] = True  # an explicit replacement is not a regression verdict
         res["regression"] = reg
         res["passed"] = reg["passed"]
         self.levels[str(conc)] = res
         self.append_history(res, reg["passed"])
         self.save()
-        self.progress("c=%d %s" % (conc, "passed" if reg["passed"] else "REGRESSION"))
+        self.progress("c=%d %s" % (conc, ("passed" + (" (the regression was not confirmed)" if unconfirmed else ""))
+                                  if reg["passed"] else "REGRESSION"))
         if not reg["passed"]:
-            bad = [c for c in reg["checks"] if not c["passed"]]
-            raise BenchFailure("regression", "c=%d: %s" % (conc, "; ".join(
-                "%s baseline %s now %s delta %+.1f%% > threshold %.1f%%" % (
-                    c["metric"], c["baseline"], c["now"], c["delta_pct"], 100 * c["threshold"]) for c in bad)))
+            raise BenchFailure("regression", regression_text(conc, reg["checks"]) + (
+                " (confirmed by %d more measurement(s): %s)" % (len(unconfirmed), ", ".join(
+                    "%.1f output tok/s" % u["output_throughput"] for u in unconfirmed)) if unconfirmed else ""))
 
     # -- saving and finishing ---------------------------------------------------------------------------------
 

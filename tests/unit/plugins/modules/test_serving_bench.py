@@ -41,11 +41,12 @@ def test_parse_concurrency_rejects(value):
 
 def test_bad_input_fails_early_naming_variable_and_allowed_values(tmp_path):
     res = run(tmp_path, base_url="http://127.0.0.1:1", concurrency="0,abc", trials=0, tolerance=-1,
-              max_error_rate=2, probes=[{"prompt": "x"}])
+              max_error_rate=2, probes=[{"prompt": "x"}], confirm_regressions=-1)
     assert res["failed"] and res["failure_class"] == "invalid_input"
     msg = res["msg"]
     for needle in ("concurrency", "trials=0 is invalid: allowed an int >= 1", "tolerance=-1.0 is invalid",
-                   "max_error_rate=2.0 is invalid: allowed a number between 0 and 1", "probes[0] is invalid"):
+                   "max_error_rate=2.0 is invalid: allowed a number between 0 and 1", "probes[0] is invalid",
+                   "confirm_regressions=-1 is invalid: allowed an int from 0 to 5"):
         assert needle in msg, (needle, msg)
     assert "Traceback" not in json.dumps(res)
 
