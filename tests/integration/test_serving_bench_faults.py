@@ -204,6 +204,7 @@ def test_regression_caught_and_unchanged_rerun_passes(tmp_path):
     with fake_server("ok", "--itl", "0.02") as (url, dummy):
         upd, dummy = run_module(tmp_path, base_url=url, update_baseline=True, **args)
     assert not upd.get("failed") and upd["results"][0]["regression"]["status"] == "replaced"
+    assert "unconfirmed" not in upd["results"][0]["regression"]  # a replacement is not re-measured
     assert len(os.listdir(os.path.join(base, "archive"))) == 1
     with open(os.path.join(base, "history.jsonl")) as f:
         events = [json.loads(x)["event"] for x in f]
