@@ -10,8 +10,9 @@ nothing else. ``ClientSession`` itself is not used for the load: its per-request
 objects, a timer per read, connector bookkeeping) cost about 540 us a request on one core of the 2-core
 controller, most of the client's CPU at c=1024 x 256 (cProfile in docs/bench.md, "Capacity"); here a
 request costs what the parser and the event loop need. Stall and total timeouts are one watchdog task per shard,
-not a timer per read. SSE/JSON parsing, token counting and coherence checks run after the shard's load
-finished, so they never delay a timestamp. Each shard measures its own event-loop lag (a sleeper task's
+not a timer per read; the cyclic garbage collector is off while requests are in flight (its pauses would stamp
+reads late). SSE/JSON parsing, token counting and coherence checks run after the shard's load finished, so they
+never delay a timestamp. Each shard measures its own event-loop lag (a sleeper task's
 overshoot) and its CPU use, so the caller can mark a run ``client_bound`` instead of reporting latency the
 client inflated itself. ``time.monotonic()`` is CLOCK_MONOTONIC: comparable across processes and with a
 loopback server's own clock.
@@ -23,6 +24,7 @@ __metaclass__ = type
 
 import asyncio
 import errno
+import gc
 import json
 import os
 import ssl
@@ -414,6 +416,12 @@ async def run_shard_async(spec):
     cpu0 = time.process_time()
     wall0 = time.monotonic()
     it = iter(range(len(bodies)))
+    # no cyclic garbage collection while requests are in flight: its full passes over the growing records stopped
+    # the event loop for ~10-20 ms at c=256 on one core of the 2-core box (ITL error p99 40.6 ms with it, 2.4 ms
+    # without; docs/bench.md). Reference counting still frees everything as it goes; the few cycles (a connection and
+    # its last response reader) wait for the collector, which is on again as soon as the load ends.
+    gc_was = gc.isenabled()
+    gc.disable()
 
     async def worker():
         conn = None
@@ -428,6 +436,8 @@ async def run_shard_async(spec):
         wall = time.monotonic() - wall0
         cpu = time.process_time() - cpu0
         state["stop"] = True
+        if gc_was:
+            gc.enable()
         for conn in target.live:
             conn.close()
         dog.cancel()

@@ -8,6 +8,7 @@ connection reuse, every way a response can break, the request it sends, TLS, and
 from __future__ import absolute_import, division, print_function
 
 import asyncio
+import gc
 import os
 import ssl
 import subprocess
@@ -93,6 +94,26 @@ def test_chunked_keep_alive_reuses_one_connection_per_stream():
     assert all(r["ok"] and r["coherent"] and r["output_tokens"] == 8 for r in recs)
     assert recs[0]["chunks"] == 8 and len(recs[0]["chunk_times"]) == 8
     assert srv.connections == 3  # 12 requests over 3 keep-alive connections
+
+
+def test_no_cyclic_gc_while_requests_are_in_flight():
+    """Its full passes stopped the loop for 10-20 ms at c=256 (timestamps that late): off during the load, on after,
+    and a caller that had it off keeps it off."""
+    seen = []
+
+    async def probe(writer, head, n):
+        seen.append(gc.isenabled())  # the server runs in the client's loop: this is the client's state mid-load
+        await chunked(writer, head, n)
+
+    assert gc.isenabled()
+    recs, dummy, dummy2 = run(probe, n=4, concurrency=2)
+    assert all(r["ok"] for r in recs) and seen == [False] * 4 and gc.isenabled()
+    gc.disable()
+    try:
+        run(chunked, n=2)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_sized_and_read_until_close_bodies():
