@@ -571,8 +571,8 @@ class BenchRun(object):
         self.levels[str(conc)] = res
         self.append_history(res, reg["passed"])
         self.save()
-        self.progress("c=%d %s" % (conc, ("passed" + (" (the regression was not confirmed)" if unconfirmed else ""))
-                                  if reg["passed"] else "REGRESSION"))
+        verdict = "passed" + (" (the regression was not confirmed)" if unconfirmed else "")
+        self.progress("c=%d %s" % (conc, verdict if reg["passed"] else "REGRESSION"))
         if not reg["passed"]:
             raise BenchFailure("regression", regression_text(conc, reg["checks"]) + (
                 " (confirmed by %d more measurement(s): %s)" % (len(unconfirmed), ", ".join(
