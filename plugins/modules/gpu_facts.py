@@ -57,6 +57,23 @@ options:
         "set explicitly".
     type: dict
     default: {}
+  health:
+    description:
+      - Also read the GPU health (RV(health)): PCIe link now and max, clock event reasons, thermal and power
+        violation time, XID errors, ECC counts, retired pages and remapped rows pending, persistence mode.
+    type: bool
+    default: true
+  kernel_log:
+    description:
+      - Where XID errors are read (C(/dev/kmsg), readable by root; C(dmesg) is tried when it cannot be opened).
+        When neither can be read, NVML's XID event set is used, which only sees events from the read on.
+    type: path
+    default: /dev/kmsg
+  link_probe:
+    description:
+      - A registered C(gpuhost.sglang.gpu_link_probe) result; its P2P state (ok or the slow pairs) becomes part of
+        RV(health) on multi-GPU hosts.
+    type: dict
   sysfs_root:
     description:
       - Root under which C(sys/bus/pci/devices) and C(proc/cpuinfo) are read (tests point it at a fake tree).
@@ -219,6 +236,30 @@ host:
   description: Host-side virtualization hints (hypervisor cpu flag, DMI product and vendor).
   returned: when GPUs were read
   type: dict
+health:
+  description:
+    - GPU health (plugins/module_utils/gpu/health.py; docs/monitoring.md lists every field with its NVML call).
+      C(state) is C(ok), C(degraded) (C(problems) says why) or C(unknown) (C(reason)); per GPU C(pcie_gen_current),
+      C(pcie_gen_max), C(pcie_width_current), C(pcie_width_max), C(clock_event_mask), C(clock_events),
+      C(violation_ns) (power, thermal), C(ecc), C(retired_pages_pending), C(remapped_rows), C(persistence_mode),
+      C(xids), C(problems); C(xid_source) (kernel_log or nvml_events); C(p2p) from O(link_probe).
+  returned: when O(health=true)
+  type: dict
+  sample:
+    state: ok
+    problems: []
+    xid_source: kernel_log
+    gpus:
+      - index: 0
+        pcie_gen_current: 5
+        pcie_gen_max: 5
+        pcie_width_current: 16
+        pcie_width_max: 16
+        clock_event_mask: "0x1"
+        clock_events: [gpu_idle]
+        persistence_mode: true
+        xids: []
+        problems: []
 errors:
   description: NVML getters that failed (NotSupported and the like); the field is null in the result.
   returned: always
@@ -233,6 +274,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nccl as gpu_nccl
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import pci_arch as gpu_pci_arch
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import health as gpu_health
 
 try:
     import pynvml
@@ -247,10 +289,11 @@ except ImportError:
 RESULT_KEYS = ("changed", "failed", "msg", "invocation", "ansible_facts", "skipped", "warnings", "deprecations")
 
 
-def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None, smi=None):
+def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None, smi=None, health=None):
     """Facts dict; a missing library or driver yields gpu_count 0 with the reason. PCI GPUs are always listed.
     ``smi()`` -> (rc, stdout, stderr) of plain `nvidia-smi`: where NVML cannot be read through pynvml, its header
-    still gives the driver version and the CUDA version the driver supports."""
+    still gives the driver version and the CUDA version the driver supports. ``health``: None (not read) or
+    dict(kernel_log=(lines, why), link_probe=...) for gpu_health.read."""
     if given:
         # a registered result also carries changed/failed/invocation/ansible_facts: keep only the facts
         facts = dict((k, v) for k, v in given.items() if k not in RESULT_KEYS and not k.startswith("_ansible"))
@@ -267,6 +310,8 @@ def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None
         if banner:
             facts["driver_version"], facts["cuda_version"] = banner
             facts["driver_source"] = "nvidia-smi"
+    if health is not None and not given:
+        facts["health"] = gpu_health.read_safely(nvml, **health)
     facts["pci_gpus"] = gpu_pci_arch.scan(sysfs_root, pci_table or [])
     facts["pci_nvswitch_count"] = len(gpu_pci_arch.scan(sysfs_root, [], kind="nvswitch"))
     archs = sorted(set(g["arch"] for g in facts["pci_gpus"]))
@@ -285,6 +330,9 @@ def main():
             sysfs_root=dict(type="path", default="/"),
             facts=dict(type="dict"),
             nccl_overrides=dict(type="dict", default={}),
+            health=dict(type="bool", default=True),
+            kernel_log=dict(type="path", default="/dev/kmsg"),
+            link_probe=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -298,9 +346,13 @@ def main():
         module.fail_json(msg="facts must be a gpu_facts result with an integer gpu_count")
     smi_path = module.get_bin_path("nvidia-smi")
     smi = (lambda: module.run_command([smi_path])) if smi_path else None
+    health = None
+    if module.params["health"] and not module.params["facts"]:
+        health = {"kernel_log": gpu_health.read_kernel_log(module.params["kernel_log"], run=module.run_command),
+                  "link_probe": module.params["link_probe"]}
     try:
         facts = gather(pynvml if HAS_PYNVML else None, module.params["sysfs_root"], module.params["pci_arch_table"],
-                       module.params["facts"], module.params["nccl_overrides"], smi=smi)
+                       module.params["facts"], module.params["nccl_overrides"], smi=smi, health=health)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     if module.params["require_gpus"]:

@@ -20,7 +20,7 @@ class FakeNVMLError(Exception):
         self.value = value
 
     def __str__(self):
-        return {1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 9: "Driver Not Loaded",
+        return {1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 9: "Driver Not Loaded", 10: "Timeout",
                 12: "NVML Shared Library Not Found"}.get(self.value, "Unknown Error %d" % self.value)
 
 
@@ -133,6 +133,55 @@ class FakeNVML(object):
     def nvmlDeviceGetNvLinkVersion(self, h, link):
         return 4
 
+    # -- health (plugins/module_utils/gpu/health.py); a box's GPU dict may carry "health" overrides, defaults are a
+    # healthy GPU at idle (clock event reasons 0x1, as the nvidia-h200 machine reads at idle)
+    HEALTHY = {"clock_events": 0x1, "violation_power_ns": 0, "violation_thermal_ns": 0,
+               "ecc": {(0, 0): 0, (0, 1): 0, (1, 0): 0, (1, 1): 0}, "retired_pending": "NS",
+               "remapped_rows": (0, 0, 0, 0), "xid_events": []}
+
+    def _health(self, h, key):
+        value = self.gpus[h].get("health", {}).get(key, self.HEALTHY[key])
+        if value == "NS":
+            raise FakeNVMLError(3)
+        return value
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return self._health(h, "clock_events")
+
+    def nvmlDeviceGetViolationStatus(self, h, policy):
+        # nvmlViolationTime_t: referenceTime (us), violationTime (ns)
+        return SimpleNamespace(referenceTime=0, violationTime=self._health(
+            h, {0: "violation_power_ns", 1: "violation_thermal_ns"}[policy]))
+
+    def nvmlDeviceGetTotalEccErrors(self, h, error_type, counter_type):
+        ecc = self._health(h, "ecc")
+        if ecc == "NS":
+            raise FakeNVMLError(3)
+        return ecc[(error_type, counter_type)]
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h):
+        return self._health(h, "retired_pending")
+
+    def nvmlDeviceGetRemappedRows(self, h):
+        return self._health(h, "remapped_rows")
+
+    def nvmlEventSetCreate(self):
+        return {"registered": [], "queue": []}
+
+    def nvmlDeviceRegisterEvents(self, h, types, event_set):
+        event_set["registered"].append((h, types))
+        # NVML delivers only events after registration; the fake queues the GPU's scripted ones then
+        for xid in self._health(h, "xid_events"):
+            event_set["queue"].append(SimpleNamespace(device=h, eventType=0x8, eventData=xid))
+
+    def nvmlEventSetWait_v2(self, event_set, timeout_ms):
+        if not event_set["queue"]:
+            raise FakeNVMLError(10)  # NVML_ERROR_TIMEOUT
+        return event_set["queue"].pop(0)
+
+    def nvmlEventSetFree(self, event_set):
+        event_set["freed"] = True
+
     def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
         return self._topo(a, b)
 
@@ -187,3 +236,47 @@ def nvlink_bridge_pair():
                      "gen_cur": 4, "gen_max": 4, "w_cur": 16, "w_max": 16, "pm": 0, "power_mw": "NS", "virt": 0,
                      "nvlinks": [(buses[1 - i], 0)] * 4})
     return FakeNVML(gpus, lambda a, b: 50, lambda a, b, cap: 0 if cap != 3 else 5)
+
+
+# -- failure states for plugins/module_utils/gpu/health.py. Each is what NVML returns in that state:
+# PCIe link trained down (rtx6kpro PR #88: a box ran 3.5 h at gen2 with nothing logged), thermal throttle
+# (nvmlClocksEventReasonSwThermalSlowdown 0x20 | HwThermalSlowdown 0x40 with the thermal violation counter
+# running), an XID in the kernel log (79 "GPU has fallen off the bus", NVIDIA XID guide), uncorrectable ECC
+# (volatile and aggregate counts), a pending row remap (nvmlDeviceGetRemappedRows isPending = 1, Ampere+).
+KMSG_XID_79 = "3,1234,5678901234,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=4242, name=python3, GPU has fallen off the bus."
+
+
+def h200_box(count=1, **health):
+    """H200 (Hopper, SXM, 141 GB) as the nvidia-h200 machine reads at idle: gen5 x16, clock events 0x1, ECC 0,
+    no rows pending, retired pages NotSupported (Ampere+ remap rows instead). ``health`` overrides GPU 0."""
+    gpus = []
+    for i in range(count):
+        gpus.append({"name": "NVIDIA H200", "cc": (9, 0), "mem_mib": 143771, "bus": "00000000:%02X:00.0" % (0x18 + i),
+                     "pci_id": 0x233510DE, "gen_cur": 5, "gen_max": 5, "w_cur": 16, "w_max": 16, "pm": 1,
+                     "power_mw": 700000, "virt": 0, "nvlinks": [], "health": dict(health) if i == 0 else {}})
+    return FakeNVML(gpus, lambda a, b: 40, lambda a, b, cap: 0, driver="580.95.05", cuda=13000)
+
+
+def gen_downtrained_box():
+    """GPU 1 of eight RTX PRO 6000 trained to gen2 while busy (not idle)."""
+    box = rtx_pro_6000_box()
+    box.gpus[1]["gen_cur"] = 2
+    box.gpus[1]["health"] = {"clock_events": 0x4}  # sw_power_cap: loaded, not idle
+    return box
+
+
+def thermal_throttle_box(violation_s=12.5):
+    return h200_box(clock_events=0x20 | 0x40, violation_thermal_ns=int(violation_s * 1e9))
+
+
+def ecc_box(uncorrected=2):
+    return h200_box(ecc={(0, 0): 5, (0, 1): 40, (1, 0): uncorrected, (1, 1): uncorrected})
+
+
+def remap_pending_box():
+    return h200_box(remapped_rows=(0, 1, 1, 0), ecc={(0, 0): 0, (0, 1): 0, (1, 0): 1, (1, 1): 1})
+
+
+def xid_event_box(xid=79):
+    """An XID that NVML's event set delivers (the fallback when the kernel log is unreadable)."""
+    return h200_box(xid_events=[xid])

@@ -126,3 +126,32 @@ def test_nvml_is_the_source_when_it_answers(monkeypatch, capsys, tmp_path):
     nvml.driver, nvml.cuda = "580.105.08", 13000
     code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path)}, nvml=nvml)
     assert out["driver_version"] == "580.105.08" and out["cuda_version"] == "13.0" and out["driver_source"] == "nvml"
+
+
+def test_health_reported_per_gpu_with_kernel_log_xid(monkeypatch, capsys, tmp_path):
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text(fake.KMSG_XID_79 + "\n")
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path), "kernel_log": str(kmsg)},
+                    nvml=fake.rtx_pro_6000_box())
+    assert code == 0 and out["health"]["state"] == "degraded"
+    assert out["health"]["problems"] == ["gpu1: xid 79"] and out["health"]["xid_source"] == "kernel_log"
+    assert out["ansible_facts"]["gpuhost_gpu"]["health"]["gpus"][1]["xids"] == [79]
+
+
+def test_health_thermal_throttle_and_link_probe_p2p(monkeypatch, capsys, tmp_path):
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path), "kernel_log": str(kmsg)},
+                    nvml=fake.thermal_throttle_box())
+    assert out["health"]["gpus"][0]["clock_events"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
+    probe = {"pairs": [{"src": 0, "dst": 1}], "slow_pairs": [], "failed_thresholds": False}
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path), "kernel_log": str(kmsg), "link_probe": probe},
+                    nvml=fake.nvlink_bridge_pair())
+    assert code == 0 and out["health"]["p2p"]["state"] == "ok" and out["health"]["state"] == "ok"
+
+
+def test_health_off_and_without_pynvml(monkeypatch, capsys, tmp_path):
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path), "health": False}, nvml=fake.h200_box())
+    assert "health" not in out
+    code, out = run(monkeypatch, capsys, {"sysfs_root": str(tmp_path), "kernel_log": str(tmp_path / "none")})
+    assert code == 0 and out["health"]["state"] == "unknown" and "pynvml" in out["health"]["reason"]
