@@ -266,6 +266,21 @@ options:
         args, model, ...). Baselines are keyed by it plus the workload.
     type: dict
     default: {}
+  gpu_health:
+    description:
+      - "GPU health read before the run (C(gpuhost.sglang.gpu_facts)' RV(health)). Every level result, history
+        line and the run's fingerprint carry its state. With it a level does not record its baseline at once: it
+        is C(pending) until O(mode=finalize) shows the GPUs did not degrade during the run. A run whose GPUs are
+        degraded before it starts records no baseline (C(withheld)); a regression verdict against a baseline
+        measured in another health state is refused (failure class C(gpu_health), with both states)."
+    type: dict
+  gpu_health_after:
+    description:
+      - With O(mode=finalize), the GPU health read after the run. When it shows the GPUs degraded (new problems,
+        XIDs, ECC counts, thermal violation time, a link that trained down), the run is marked C(gpu_degraded),
+        its pending baselines are discarded and the task fails with class C(gpu_degraded); otherwise they are
+        recorded.
+    type: dict
   baseline_dir:
     description: Controller directory of baselines. Without it there is no regression gate.
     type: path
@@ -280,9 +295,11 @@ options:
     description: Run identifier; tasks of one sweep pass the same one to share a run file. Default is a timestamp.
     type: str
   mode:
-    description: C(run) benchmarks; C(report) only renders the reports of an existing O(run_id) (no traffic).
+    description:
+      - C(run) benchmarks; C(report) only renders the reports of an existing O(run_id) (no traffic); C(finalize)
+        judges the run's GPU health (O(gpu_health_after)) and records or discards its pending baselines.
     type: str
-    choices: [run, report]
+    choices: [run, report, finalize]
     default: run
   plots:
     description: Write PNG plots (needs matplotlib; skipped with a warning when missing).
@@ -404,6 +421,15 @@ table:
   returned: always
   type: list
   elements: str
+gpu_degraded:
+  description: With O(mode=finalize), what got worse on the GPUs during the run (empty when nothing did).
+  returned: with mode=finalize
+  type: list
+  elements: str
+baselines:
+  description: With O(mode=finalize), the baseline event per pending level (recorded, replaced or kept).
+  returned: with mode=finalize when the GPUs did not degrade
+  type: dict
 files:
   description: Report files written.
   returned: always
@@ -469,7 +495,9 @@ def argument_spec():
         update_baseline=dict(type="bool", default=False),
         report_dir=dict(type="path"),
         run_id=dict(type="str"),
-        mode=dict(type="str", choices=["run", "report"], default="run"),
+        mode=dict(type="str", choices=["run", "report", "finalize"], default="run"),
+        gpu_health=dict(type="dict"),
+        gpu_health_after=dict(type="dict"),
         plots=dict(type="bool", default=True),
     )
 

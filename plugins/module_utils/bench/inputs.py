@@ -93,6 +93,15 @@ def validate(p):
                         "and/or 'question' (optional 'name')" % i)
     if p["mode"] == "report" and not (p["report_dir"] and p["run_id"]):
         errs.append("mode=report needs report_dir and run_id")
+    if p["mode"] == "finalize" and not (p["report_dir"] and p["run_id"] and p.get("gpu_health_after")):
+        errs.append("mode=finalize needs report_dir, run_id and gpu_health_after (gpu_facts' health read after the "
+                    "run), got report_dir=%r run_id=%r gpu_health_after=%s" % (
+                        p["report_dir"], p["run_id"], "set" if p.get("gpu_health_after") else "unset"))
+    for name in ("gpu_health", "gpu_health_after"):
+        value = p.get(name)
+        if value and value.get("state") not in ("ok", "degraded", "unknown"):
+            errs.append("%s must be gpu_facts' health result (state ok, degraded or unknown), got state=%r" % (
+                name, value.get("state")))
     return errs
 
 

@@ -27,6 +27,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import report
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import workload as bench_workload
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import gpu_health as bench_health
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_metrics
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.inputs import capacity_errors, parse_concurrency, validate
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.probes import DEFAULT_PROBES
@@ -145,7 +146,8 @@ def history_line(run_id, key, res, passed):
             "peak_output_throughput": res["peak_output_throughput"], "ttft_p50_ms": res["ttft_ms"]["p50"],
             "ttft_p99_ms": res["ttft_ms"]["p99"], "tpot_p50_ms": res["tpot_ms"]["p50"],
             "itl_p99_ms": res["itl_ms"]["p99"], "errors": res["errors"], "coherent": res["coherent"],
-            "completed": res["completed"], "client_bound": res["client_bound"], "passed": passed}
+            "completed": res["completed"], "client_bound": res["client_bound"], "passed": passed,
+            "gpu_health": res.get("gpu_health")}
 
 
 def regression_text(conc, checks):
@@ -195,6 +197,7 @@ class BenchRun(object):
         self.tokenizer = None
         self.use_eos = False
         self.concurrency = []
+        self.health_state = bench_health.state(params.get("gpu_health"))
 
     # -- entry points -------------------------------------------------------------------------------------
 
@@ -212,6 +215,8 @@ class BenchRun(object):
             return Result(self.out, True, "invalid input: " + "; ".join(errs))
         if self.p["mode"] == "report":
             return self.render_report()
+        if self.p["mode"] == "finalize":
+            return self.finalize()
         if self.check_mode:
             self.out["skipped"] = True
             return Result(self.out, msg="check mode: no requests sent, nothing written")
@@ -531,7 +536,11 @@ class BenchRun(object):
             # latency the client may have inflated by up to its own lag: only changes well beyond it count
             floor = max(floor, 2.0 * (res["client"].get("max_lag_p99_ms") or 0.0))
             reg["note"] = "client-bound level: latency changes below %.1f ms (2 x client lag p99) ignored" % floor
-        if base_level is not None:
+        refused = bench_health.refusal(base_level.get("gpu_health"), self.health_state) if base_level else None
+        if refused:
+            reg.update(status="refused", passed=False, reason="regression verdict refused: " + refused,
+                       baseline_run_id=base_level.get("run_id"))
+        elif base_level is not None:
             reg["checks"] = bench_store.compare(res["trials"]["metrics"], base_level, list(p["gate_metrics"]),
                                                 p["tolerance"], floor, noise_factor=p["noise_factor"],
                                                 max_threshold=p["max_threshold"])
@@ -549,7 +558,8 @@ class BenchRun(object):
         reg, base_level = self.regression(conc, res)
         unconfirmed = []
         # (a replacement is not a verdict: nothing to confirm)
-        while not reg["passed"] and not p["update_baseline"] and len(unconfirmed) < p["confirm_regressions"]:
+        while (not reg["passed"] and reg["status"] != "refused" and not p["update_baseline"]
+               and len(unconfirmed) < p["confirm_regressions"]):
             unconfirmed.append({"checks": reg["checks"], "output_throughput": res["output_throughput"],
                                 "ttft_p50_ms": res["ttft_ms"]["p50"], "tpot_p50_ms": res["tpot_ms"]["p50"],
                                 "client_bound": res["client_bound"], "duration_s": res["duration_s"]})
@@ -560,19 +570,32 @@ class BenchRun(object):
             reg, base_level = self.regression(conc, res)
         if unconfirmed:
             reg["unconfirmed"] = unconfirmed
-        if p["baseline_dir"] and (p["update_baseline"] or base_level is None):
+        record_ok, not_recorded = bench_health.may_record(self.health_state)
+        if p["baseline_dir"] and (p["update_baseline"] or base_level is None) and not record_ok:
+            reg.update(status="withheld", reason="no baseline recorded: " + not_recorded)
+            self.warnings.append("c=%d: %s" % (conc, reg["reason"]))
+        elif p["baseline_dir"] and (p["update_baseline"] or base_level is None) and self.health_state is not None:
+            # recorded by mode=finalize once the reading after the run shows the GPUs did not degrade
+            reg.update(status="pending", pending_baseline={"metrics": res["trials"]["metrics"], "trials": p["trials"],
+                                                           "replace": p["update_baseline"]})
+            if p["update_baseline"]:
+                reg["passed"] = True
+        elif p["baseline_dir"] and (p["update_baseline"] or base_level is None):
             reg["status"] = bench_store.record_level(p["baseline_dir"], self.key, p["fingerprint"], self.workload,
                                                      conc, res["trials"]["metrics"], p["trials"], self.run_id,
                                                      replace=p["update_baseline"])
             if p["update_baseline"]:
                 reg["passed"] = True  # an explicit replacement is not a regression verdict
+        res["gpu_health"] = self.health_state
         res["regression"] = reg
         res["passed"] = reg["passed"]
         self.levels[str(conc)] = res
         self.append_history(res, reg["passed"])
         self.save()
         verdict = "passed" + (" (the regression was not confirmed)" if unconfirmed else "")
-        self.progress("c=%d %s" % (conc, verdict if reg["passed"] else "REGRESSION"))
+        self.progress("c=%d %s" % (conc, verdict if reg["passed"] else reg["status"].upper()))
+        if reg["status"] == "refused":
+            raise BenchFailure("gpu_health", "c=%d: %s" % (conc, reg["reason"]))
         if not reg["passed"]:
             raise BenchFailure("regression", regression_text(conc, reg["checks"]) + (
                 " (confirmed by %d more measurement(s): %s)" % (len(unconfirmed), ", ".join(
@@ -589,6 +612,10 @@ class BenchRun(object):
         p = self.p
         doc.setdefault("levels", {}).update(self.levels)
         doc["fingerprint"] = p["fingerprint"]
+        if p.get("gpu_health"):
+            # the health is part of what identifies the system under test; the full reading is kept for finalize
+            doc["fingerprint_gpu_health"] = self.health_state
+            doc.setdefault("gpu_health", {})["before"] = p["gpu_health"]
         doc["base_url"] = p["base_url"]
         if self.workload is not None:
             doc["workload"] = self.workload
@@ -645,6 +672,62 @@ class BenchRun(object):
         return Result(self.out, msg="serving_bench passed: %s" % ", ".join(
             "c=%s %.1f tok/s" % (r["concurrency"], r["output_throughput"]) for r in self.out["results"]),
             warnings=self.warnings)
+
+    def finalize(self):
+        """mode=finalize: judge the run's GPU health before against after; record its pending baselines when the
+        GPUs did not degrade, discard them and mark the run ``gpu_degraded`` when they did."""
+        p = self.p
+        path = bench_store.run_path(p["report_dir"], self.run_id)
+        doc = bench_store.read_json(path)
+        if doc is None:
+            self.out["failure_class"] = "invalid_input"
+            return Result(self.out, True, "mode=finalize: no run file for run_id %s under %s" % (
+                self.run_id, p["report_dir"]))
+        before = (doc.get("gpu_health") or {}).get("before")
+        reasons = bench_health.degradation(before, p["gpu_health_after"])
+        pending = [(k, lvl) for k, lvl in sorted(doc.get("levels", {}).items(), key=lambda kv: int(kv[0]))
+                   if (lvl.get("regression") or {}).get("status") == "pending"]
+        self.out["gpu_degraded"] = reasons
+        if self.check_mode:
+            self.out["skipped"] = True
+            return Result(self.out, msg="check mode: nothing recorded")
+        events = {}
+
+        def update(d):
+            d.setdefault("gpu_health", {})["after"] = p["gpu_health_after"]
+            d["gpu_health"]["degraded"] = reasons
+            for k, dummy in pending:
+                reg = d["levels"][k]["regression"]
+                if reasons:
+                    reg.update(status="discarded", reason="GPUs degraded during the run: " + "; ".join(reasons))
+                else:
+                    reg["status"] = events[k]
+                reg.pop("pending_baseline", None)
+            if reasons:
+                d["gpu_degraded"] = reasons
+                note = "gpu_degraded: " + "; ".join(reasons)
+                if note not in d.setdefault("failures", []):
+                    d["failures"].append(note)
+                d["failure_class"] = d.get("failure_class") or "gpu_degraded"
+
+        if not reasons and pending and not p["baseline_dir"]:
+            self.out["failure_class"] = "invalid_input"
+            return Result(self.out, True, "mode=finalize: run %s has %d pending baseline(s) and baseline_dir is not "
+                          "set" % (self.run_id, len(pending)))
+        if not reasons:
+            for k, lvl in pending:
+                pb = lvl["regression"]["pending_baseline"]
+                events[k] = bench_store.record_level(
+                    p["baseline_dir"], doc["key"], doc.get("fingerprint"), doc.get("workload"), int(k), pb["metrics"],
+                    pb["trials"], self.run_id, replace=pb["replace"], extra={"gpu_health": lvl.get("gpu_health")})
+        bench_store.update_run(p["report_dir"], self.run_id, update)
+        self.out.update(changed=True, baselines=dict(events))
+        if reasons:
+            self.out["failure_class"] = "gpu_degraded"
+            return Result(self.out, True, "run %s: GPUs degraded during the run (%s); %d pending baseline(s) "
+                          "discarded" % (self.run_id, "; ".join(reasons), len(pending)), self.warnings)
+        return Result(self.out, msg="run %s: GPU health unchanged; baselines %s" % (
+            self.run_id, ", ".join("c=%s %s" % kv for kv in sorted(events.items())) or "none pending"))
 
     def render_report(self):
         """mode=report: re-render an existing run's reports (no traffic)."""

@@ -140,7 +140,7 @@ def load_baseline(baseline_dir, key):
     return read_json(baseline_path(baseline_dir, key))
 
 
-def record_level(baseline_dir, key, fingerprint, workload, concurrency, agg, trials, run_id, replace=False):
+def record_level(baseline_dir, key, fingerprint, workload, concurrency, agg, trials, run_id, replace=False, extra=None):
     """Record ``agg`` (aggregate_trials output) as the baseline of one concurrency level.
 
     Returns ``"recorded"`` (new baseline or new level), ``"replaced"`` (replace=True; the old file is
@@ -151,6 +151,7 @@ def record_level(baseline_dir, key, fingerprint, workload, concurrency, agg, tri
     with Locked(path):
         doc = read_json(path)
         entry = {"metrics": agg, "trials": trials, "run_id": run_id, "recorded": now_iso()}
+        entry.update(extra or {})
         if doc is not None and level in doc.get("levels", {}) and not replace:
             return "kept"
         event = "recorded"
