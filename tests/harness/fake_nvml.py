@@ -280,3 +280,64 @@ def remap_pending_box():
 def xid_event_box(xid=79):
     """An XID that NVML's event set delivers (the fallback when the kernel log is unreadable)."""
     return h200_box(xid_events=[xid])
+
+
+class ReplayNVML(object):
+    """NVML answering from a recorded reading (tests/unit/plugins/module_utils/gpu/fixtures/h200_nvml_health_raw.json:
+    each getter's value ``{"v": ...}`` or error text ``{"e": "Not Supported"}``, as pynvml returned them on a real
+    GPU). Only the getters gpu/health.py calls."""
+
+    ERRORS = {"Not Supported": 3, "Timeout": 10, "Invalid Argument": 2}
+
+    def __init__(self, reading):
+        self.reading = reading
+
+    def _v(self, h, key):
+        rec = self.reading["gpus"][h][key]
+        if "e" in rec:
+            raise FakeNVMLError(self.ERRORS.get(rec["e"], 999))
+        return rec["v"]
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return self.reading["count"]
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetUUID(self, h):
+        return self._v(h, "UUID")
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return SimpleNamespace(busId=self._v(h, "PciInfo")["busId"].encode())
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return self._v(h, "CurrentClocksEventReasons")
+
+    def nvmlDeviceGetViolationStatus(self, h, policy):
+        return SimpleNamespace(referenceTime=0, violationTime=self._v(h, "Violation%d" % policy)["violationTime"])
+
+    def nvmlDeviceGetTotalEccErrors(self, h, error_type, counter_type):
+        return self._v(h, "Ecc%d%d" % (error_type, counter_type))
+
+    def nvmlEventSetCreate(self):
+        return {}
+
+    def nvmlDeviceRegisterEvents(self, h, types, event_set):
+        return self._v(h, "Register")
+
+    def nvmlEventSetWait_v2(self, event_set, timeout_ms):
+        raise FakeNVMLError(self.ERRORS[self.reading["gpus"][0]["Wait"]["e"]])
+
+    def nvmlEventSetFree(self, event_set):
+        pass
+
+
+for _name in ("CurrPcieLinkGeneration", "MaxPcieLinkGeneration", "CurrPcieLinkWidth", "MaxPcieLinkWidth",
+              "RetiredPagesPendingStatus", "RemappedRows", "PersistenceMode"):
+    setattr(ReplayNVML, "nvmlDeviceGet" + _name, (lambda key: lambda self, h: self._v(h, key))(_name))

@@ -133,13 +133,21 @@ def test_read_safely_without_library_or_driver():
     assert out["state"] == "unknown" and "Driver Not Loaded" in out["reason"]
 
 
-def test_recorded_h200_reading_is_healthy():
-    """The reading benchmarks/gpu/gpu_health.py took on the nvidia-h200 machine, judged by today's code."""
-    path = os.path.join(FIXTURES, "h200_health.json")
-    if not os.path.exists(path):
-        return
-    with open(path) as fh:
-        rec = json.load(fh)
-    gpu = rec["health"]["gpus"][0]
-    assert gpu["pcie_gen_max"] == 5 and gpu["pcie_width_max"] == 16
-    assert health.problems(gpu) == gpu["problems"]
+def test_real_h200_reading_replayed_through_the_health_code():
+    """NVML as read on the nvidia-h200 machine (fixtures/h200_nvml_health_raw.json, benchmarks/results/
+    2026-12-02-h200-gpu_health.txt): idle before, 10 s of bf16 matmuls, read again."""
+    with open(os.path.join(FIXTURES, "h200_nvml_health_raw.json")) as fh:
+        raw = json.load(fh)
+    before = health.read(fake.ReplayNVML(raw["before"]), kernel_log=([], None))
+    after = health.read(fake.ReplayNVML(raw["after_load"]), kernel_log=([], None))
+    gpu = before["gpus"][0]
+    assert (gpu["pcie_gen_current"], gpu["pcie_gen_max"], gpu["pcie_width_current"], gpu["pcie_width_max"]) == (5, 5, 16, 16)
+    assert gpu["clock_event_mask"] == "0x1" and gpu["clock_events"] == ["gpu_idle"]
+    assert gpu["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+    assert gpu["retired_pages_pending"] is None and gpu["persistence_mode"] is True
+    assert before["state"] == "ok" and after["state"] == "ok"
+    # at full load the H200 runs at its power limit: sw_power_cap and power violation time, recorded, not judged
+    assert after["gpus"][0]["clock_events"] == ["sw_power_cap"]
+    assert after["gpus"][0]["violation_ns"] == {"power": 9839755424, "thermal": 0}
+    assert health.degradation(before, after) == []
+    assert health.state(before) == health.state(after)
