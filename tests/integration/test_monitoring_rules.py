@@ -122,6 +122,31 @@ def cases():
                   [{"exp_labels": {"severity": "warning", "host": "gpu1", "gpu": "0", "UUID": "GPU-1"},
                     "exp_annotations": {"summary": "gpu1 GPU 0: thermal or power throttling (clocks event reasons 64)"}}]
                   if exp else []))
+    # deep liveness check (node_exporter textfile of roles/sglang/files/gpuhost-liveness.py): two failures in a row
+    # fire with the failure class; failures that a pass interrupts do not
+    lv = 'host="a",unit="sglang.service"'
+    for consecutive, exp in (("0 1 2 2 2", True), ("0 1 0 1 0", False)):
+        c.append(("SglangLivenessFailing",
+                  [{"series": "gpuhost_liveness_consecutive_failures{%s}" % lv, "values": consecutive},
+                   {"series": 'gpuhost_liveness_failure{%s,class="garbage"}' % lv, "values": "0 1 1 1 1"},
+                   {"series": 'gpuhost_liveness_failure{%s,class="nan"}' % lv, "values": "0 0 0 0 0"}],
+                  "3m", [{"exp_labels": {"severity": "critical", "host": "a", "unit": "sglang.service", "class": "garbage"},
+                          "exp_annotations": {"summary": "a sglang.service: 2 deep liveness checks in a row failed "
+                                                         "(garbage)"}}] if exp else []))
+    for restarts, exp in (("0 0 1 1", True), ("0 0 0 0", False)):
+        c.append(("SglangLivenessRestarted",
+                  [{"series": "gpuhost_liveness_restarts_total{%s}" % lv, "values": restarts}], "3m",
+                  [{"exp_labels": {"severity": "warning", "host": "a", "unit": "sglang.service"},
+                    "exp_annotations": {"summary": "a: the deep liveness check restarted sglang.service (1 in the last "
+                                                   "hour; its journal says why)"}}] if exp else []))
+    # the last run stops advancing at 5 min (300 s): at 40 min it is 2100 s old (> 1200); a timer that keeps running
+    # is never older than one scrape
+    for last, exp in (("0+60x5 300x40", True), ("0+60x45", False)):
+        c.append(("SglangLivenessStale",
+                  [{"series": "gpuhost_liveness_last_run_timestamp_seconds{%s}" % lv, "values": last}], "40m",
+                  [{"exp_labels": {"severity": "warning", "host": "a", "unit": "sglang.service"},
+                    "exp_annotations": {"summary": "a sglang.service: no deep liveness check for 35m 0s (timer "
+                                                   "stopped?)"}}] if exp else []))
     return c
 
 
