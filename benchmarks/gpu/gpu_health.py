@@ -34,7 +34,7 @@ health = load("health")
 
 def smi(args):
     try:
-        return subprocess.run(["nvidia-smi"] + args, capture_output=True, text=True, timeout=60).stdout
+        return subprocess.run(["nvidia-smi"] + args, capture_output=True, text=True, timeout=60, check=False).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return "nvidia-smi failed: %s" % exc
 
@@ -46,7 +46,7 @@ def load_gpu(seconds):
     t0 = time.time()
     n = 0
     while time.time() - t0 < seconds:
-        for _ in range(20):
+        for dummy in range(20):
             a = (a @ a).clamp_(-1, 1)
         torch.cuda.synchronize()
         n += 20

@@ -59,14 +59,14 @@ options:
     default: {}
   health:
     description:
-      - Also read the GPU health (RV(health)): PCIe link now and max, clock event reasons, thermal and power
-        violation time, XID errors, ECC counts, retired pages and remapped rows pending, persistence mode.
+      - "Also read the GPU health (RV(health)): PCIe link now and max, clock event reasons, thermal and power
+        violation time, XID errors, ECC counts, retired pages and remapped rows pending, persistence mode."
     type: bool
     default: true
   kernel_log:
     description:
-      - Where XID errors are read (C(/dev/kmsg), readable by root; C(dmesg) is tried when it cannot be opened).
-        When neither can be read, NVML's XID event set is used, which only sees events from the read on.
+      - "Where XID errors are read (C(/dev/kmsg), readable by root; C(dmesg) is tried when it cannot be opened).
+        When neither can be read, NVML's XID event set is used, which only sees events from the read on."
     type: path
     default: /dev/kmsg
   link_probe:

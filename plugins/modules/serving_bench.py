@@ -268,7 +268,7 @@ options:
     default: {}
   gpu_health:
     description:
-      - "GPU health read before the run (C(gpuhost.sglang.gpu_facts)' RV(health)). Every level result, history
+      - "GPU health read before the run (the C(health) result of C(gpuhost.sglang.gpu_facts)). Every level result, history
         line and the run's fingerprint carry its state. With it a level does not record its baseline at once: it
         is C(pending) until O(mode=finalize) shows the GPUs did not degrade during the run. A run whose GPUs are
         degraded before it starts records no baseline (C(withheld)); a regression verdict against a baseline

@@ -338,6 +338,12 @@ class ReplayNVML(object):
         pass
 
 
+def _replay_getter(key):
+    def getter(self, h):
+        return self._v(h, key)  # pylint: disable=protected-access
+    return getter
+
+
 for _name in ("CurrPcieLinkGeneration", "MaxPcieLinkGeneration", "CurrPcieLinkWidth", "MaxPcieLinkWidth",
               "RetiredPagesPendingStatus", "RemappedRows", "PersistenceMode"):
-    setattr(ReplayNVML, "nvmlDeviceGet" + _name, (lambda key: lambda self, h: self._v(h, key))(_name))
+    setattr(ReplayNVML, "nvmlDeviceGet" + _name, _replay_getter(_name))

@@ -147,13 +147,13 @@ def test_nan_and_inf_logprobs_in_a_stream_are_nan():
 def test_program_cli_exit_codes_and_bad_config(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"api": "grpc", "probes": []}))
-    res = subprocess.run([sys.executable, PROGRAM, str(bad)], capture_output=True, text=True, timeout=30)
+    res = subprocess.run([sys.executable, PROGRAM, str(bad)], capture_output=True, text=True, timeout=30, check=False)
     assert res.returncode == 2 and "api must be completions or chat, got 'grpc'" in res.stderr
     with fake_server("garbage") as (url, dummy):
         cfg = config(tmp_path, url, active_command=[])
         path = tmp_path / "cfg.json"
         path.write_text(json.dumps(cfg))
-        res = subprocess.run([sys.executable, PROGRAM, str(path)], capture_output=True, text=True, timeout=60)
+        res = subprocess.run([sys.executable, PROGRAM, str(path)], capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 1 and "FAILED (garbage)" in res.stderr
 
 
@@ -164,5 +164,5 @@ def test_textfile_is_valid_prometheus_text(tmp_path):
         cfg = config(tmp_path, url)
         live.run(cfg, now=5, runner=Restarts())
     with open(cfg["textfile"]) as fh:
-        res = subprocess.run([PROMTOOL, "check", "metrics"], stdin=fh, capture_output=True, text=True, timeout=60)
+        res = subprocess.run([PROMTOOL, "check", "metrics"], stdin=fh, capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 0, res.stdout + res.stderr

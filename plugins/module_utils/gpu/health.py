@@ -124,6 +124,7 @@ def parse_kernel_xids(lines):
 def read_kernel_log(path="/dev/kmsg", run=None):
     """Kernel log lines since boot, or (None, why). /dev/kmsg is read without blocking (needs root or
     kernel.dmesg_restrict=0); when it cannot be opened, ``run(['dmesg'])`` -> (rc, out, err) is tried."""
+    why = None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:

@@ -335,11 +335,11 @@ def run(cfg, key=None, now=None, runner=subprocess.call):
     state, reason = decide(read_state(cfg["state_file"]), result, cfg, now)
     restarted = False
     if result["passed"]:
-        log("%s passed: %d probes, NaN probe %s, %.2f s" % (cfg["unit"], len(result["probes"]), result["nan"],
-                                                             result["seconds"]))
+        log("%s passed: %d probes, NaN probe %s, %.2f s" % (
+            cfg["unit"], len(result["probes"]), result["nan"], result["seconds"]))
     else:
-        log("%s FAILED (%s): %s; %d in a row" % (cfg["unit"], result["class"], result["detail"],
-                                                 state.get("consecutive_failures", 0) if not reason else cfg["restart_after"]))
+        in_a_row = cfg["restart_after"] if reason else state.get("consecutive_failures", 0)
+        log("%s FAILED (%s): %s; %d in a row" % (cfg["unit"], result["class"], result["detail"], in_a_row))
     if reason:
         log("restarting %s: %s" % (cfg["unit"], reason))
         rc = runner(list(cfg["restart_command"]) + [cfg["unit"]])
