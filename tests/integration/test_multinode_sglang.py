@@ -4,7 +4,7 @@
 """The two-node GLM-5 replica (2 hosts x 8 RTX PRO 6000, tp 16): each rank's command line, rendered by
 plugins/module_utils/serving/multinode.py from the SM120 GLM-5 profile, is accepted by SGLang 0.5.23's own parser.
 
-``python tests/integration/test_multinode_sglang.py`` prints the two command lines (issue 16, Must show).
+``python tests/integration/test_multinode_sglang.py`` prints the two command lines.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The real SGLang model gateway (smg 1.13.0 from .cache/router-venv, tests/fixtures/router-wheelhouse.sh) on
+"""The real SGLang model gateway (smg 1.13.0, PyPI smg, installed by tests/fixtures/router-wheelhouse.sh) on
 loopback in front of two fake OpenAI-compatible workers (tests/integration/fakeserver.py, paced streams):
 
 - the router role's options (plugins/module_utils/serving/fleet.py) pass smg's own parser; a bad policy is

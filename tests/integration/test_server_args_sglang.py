@@ -35,7 +35,7 @@ def _vars(name):
 FLAGS = _vars("flags.yml")["sglang_flags"]["sglang"]
 PROFILES = _vars("profiles.yml")["sglang_profiles"]
 
-# The seeds' command line (issue 5), as the structured options a user would have written from it.
+# The seeds' command line, as the structured options a user would have written from it.
 SEEDS_ARGV = ["--tp", "8", "--mem-fraction-static", "0.92", "--nsa-decode-backend", "trtllm", "--nsa-prefill-backend", "trtllm",
               "--disable-cuda-graph", "--max-running-requests", "64", "--fp8-gemm-backend", "cutlass"]
 SEEDS = {"model-path": "/srv/models/GLM-5-NVFP4", "tp": 8, "mem-fraction-static": 0.92, "nsa-decode-backend": "trtllm",
@@ -274,7 +274,7 @@ if __name__ == "__main__":
 
 def test_seeds_tuning_campaign_every_candidate_accepted():
     """campaigns/seeds-glm5-sm120.yml over the production inventory's base and its SM120 profiles: every candidate
-    the campaign would start is accepted by SGLang 0.5.23's own parser (issue 14, Build 7)."""
+    the campaign would start is accepted by SGLang 0.5.23's own parser."""
     from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
     from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import campaign as tune_campaign
     with open(os.path.join(ROOT, "inventories", "production", "group_vars", "sglang_servers.yml")) as f:

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The JIT toolchain an engine needs where it runs, as a plan from engine data, and the preflight that proves it.
 
-What SGLang compiles at run time (issue 9 item 2):
+What SGLang compiles at run time:
 
 - Triton builds a small C helper per kernel launcher with the system C compiler and the interpreter's Python.h:
   ``$CC``, else ``gcc``, else ``clang`` on PATH, include dir ``sysconfig.get_paths(scheme)["include"]``

@@ -8,7 +8,7 @@ disk during an install) passes `pip install` (pip sees the dist-info and does no
 fails only when it starts: "ModuleNotFoundError: No module named 'uvicorn'" in the journal, and the last-known-good,
 in the same venv, would fail the same way. So before any restart the role compares every installed distribution's
 RECORD (the files pip installed, PEP 376/627) with the disk, finds the engine's top-level modules, and reinstalls the
-distributions with files missing (issue 12 item 6). No module is imported (importing torch costs seconds).
+distributions with files missing. No module is imported (importing torch costs seconds).
 """
 
 from __future__ import absolute_import, division, print_function

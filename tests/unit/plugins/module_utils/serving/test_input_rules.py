@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The shared input rules (issue 12 item 2): relations, keys of mappings, durations, and every role's ranges.yml."""
+"""The shared input rules: relations, keys of mappings, durations, and every role's ranges.yml."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
