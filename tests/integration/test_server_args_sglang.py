@@ -37,9 +37,9 @@ PROFILES = _vars("profiles.yml")["sglang_profiles"]
 
 # The operators' command line, as the structured options a user would have written from it.
 OPERATORS_ARGV = ["--tp", "8", "--mem-fraction-static", "0.92", "--nsa-decode-backend", "trtllm", "--nsa-prefill-backend", "trtllm",
-              "--disable-cuda-graph", "--max-running-requests", "64", "--fp8-gemm-backend", "cutlass"]
+                  "--disable-cuda-graph", "--max-running-requests", "64", "--fp8-gemm-backend", "cutlass"]
 OPERATORS = {"model-path": "/srv/models/GLM-5-NVFP4", "tp": 8, "mem-fraction-static": 0.92, "nsa-decode-backend": "trtllm",
-         "nsa-prefill-backend": "trtllm", "disable-cuda-graph": True, "max-running-requests": 64, "fp8-gemm-backend": "cutlass"}
+             "nsa-prefill-backend": "trtllm", "disable-cuda-graph": True, "max-running-requests": 64, "fp8-gemm-backend": "cutlass"}
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -32,7 +32,7 @@ def run_module(args, check_mode=False):
 
 
 OPERATORS = {"model-path": "/m", "tp": 8, "mem-fraction-static": 0.92, "nsa-decode-backend": "trtllm",
-         "disable-cuda-graph": True, "max-running-requests": 64}
+             "disable-cuda-graph": True, "max-running-requests": 64}
 RENAMES = [{"old": "nsa-decode-backend", "new": "dsa-decode-backend", "since": "0.5.23"}]
 
 
