@@ -248,7 +248,7 @@ options:
     description:
       - "How many times a level that fails the regression rule is measured again before the module fails: it fails
         only when every measurement fails (a real regression persists; a slow phase of a shared host does not; the
-        measurements behind it are in docs/bench.md, "The regression rule"). The failed measurements are kept in the
+        measurements behind it are in docs/bench.md, section The regression rule). The failed measurements are kept in the
         level's C(regression.unconfirmed) and in the history. 0 = fail on the first measurement."
     type: int
     default: 1
