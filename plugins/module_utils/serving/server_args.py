@@ -20,7 +20,7 @@ import json
 import re
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import probes
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.probes import server_args_probe  # noqa: F401
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.probes import server_args_probe
 
 __metaclass__ = type
 
@@ -411,4 +411,4 @@ def suggested_argv(chunks, errors):
 
 # Runs inside the ENGINE's interpreter (its venv), never imports Ansible: probes/server_args_probe.py (protocol
 # there). Imported so that the module packer ships the file; its source is handed to ``python -c``.
-PROBE_SOURCE = probes.source("server_args_probe")
+PROBE_SOURCE = probes.source(server_args_probe.__name__.rpartition(".")[2])

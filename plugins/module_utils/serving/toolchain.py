@@ -31,11 +31,11 @@ import re
 import string
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import probes
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.probes import venv_probe  # noqa: F401
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.probes import venv_probe
 
 # Runs inside the venv's interpreter (python -c): probes/venv_probe.py. Imported so that the module packer ships
 # the file; its source is handed to ``python -c``.
-VENV_PROBE = probes.source("venv_probe")
+VENV_PROBE = probes.source(venv_probe.__name__.rpartition(".")[2])
 
 _NVCC_RE = re.compile(r"release (\d+)\.(\d+),")
 # cuda-toolkit[...]==13.0.3 (torch >= 2.9 cu13 wheels); nvidia-cuda-runtime-cu12==12.8.90 / nvidia-cuda-runtime==13.0.96

@@ -19,11 +19,11 @@ import json
 import subprocess
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import probes
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.probes import venv_check_probe  # noqa: F401
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.probes import venv_check_probe
 
 # Runs inside the venv's interpreter: probes/venv_check_probe.py. Imported so that the module packer ships the
 # file; its source is handed to ``python -c``.
-PROBE = probes.source("venv_check_probe")
+PROBE = probes.source(venv_check_probe.__name__.rpartition(".")[2])
 
 
 def check(python, modules, run=subprocess.run, timeout=600):

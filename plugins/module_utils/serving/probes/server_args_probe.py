@@ -16,6 +16,7 @@ __metaclass__ = type
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -31,6 +32,7 @@ class Capture(logging.Handler):
     def __init__(self):
         logging.Handler.__init__(self, logging.WARNING)
         self.records = []
+
     def emit(self, record):
         try:
             self.records.append(record.getMessage())
@@ -173,17 +175,17 @@ def serve(engine, lines, answer):
         if engine == "sglang":
             p, version, required = build_sglang()
             opts = describe_argparse(p)
-            parse = lambda c: parse_chunk(p, c)  # noqa: E731
+            parse = functools.partial(parse_chunk, p)
             prog = "sglang.launch_server"
         elif engine == "smg":
             p, version, required = build_smg()
             opts = describe_argparse(p)
-            parse = lambda c: parse_chunk(p, c)  # noqa: E731
+            parse = functools.partial(parse_chunk, p)
             prog = "smg launch"
         elif engine == "transformers":
             cmd, version = build_click()
             opts, required = describe_click(cmd)
-            parse = lambda c: parse_click(cmd, c)  # noqa: E731
+            parse = functools.partial(parse_click, cmd)
             prog = "transformers serve"
         else:
             answer({"fatal": "unsupported engine %r" % engine})

@@ -141,3 +141,39 @@ def test_server_args_probe_as_a_program_keeps_the_engines_output_off_the_protoco
                          env=dict(os.environ, PYTHONPATH=FAKE_SGLANG))
     lines = out.stdout.splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["engine_version"] == "9.9.1"
+
+
+@pytest.fixture(name="click_serve")
+def click_serve_fixture():
+    """A click command shaped like ``transformers serve``: a value, a choice, a negatable flag, a required option."""
+    click = pytest.importorskip("click")
+
+    @click.command()
+    @click.option("--port", type=int, default=8000)
+    @click.option("--attn-implementation", type=click.Choice(["eager", "sdpa"]))
+    @click.option("--continuous-batching/--no-continuous-batching", default=False)
+    @click.option("--model", required=True)
+    def serve_cmd(**_kw):
+        pass
+    return serve_cmd
+
+
+def test_server_args_probe_describes_a_click_command(click_serve):
+    opts, required = server_args_probe.describe_click(click_serve)
+    assert opts["--port"]["kind"] == "value" and opts["--port"]["choices"] is None
+    assert opts["--attn-implementation"]["choices"] == ["eager", "sdpa"]
+    assert opts["--continuous-batching"]["negatable"] is True
+    assert opts["--no-continuous-batching"]["canonical"] == "--no-continuous-batching"
+    assert required == [["--model"]]
+
+
+def test_server_args_probe_parses_with_click_through_serve(click_serve, monkeypatch):
+    monkeypatch.setattr(server_args_probe, "build_click", lambda: (click_serve, "5.0.0"))
+    describe, parsed = serve("transformers", [{"op": "describe"}, {"op": "parse", "chunks": [
+        ["--model", "m"], ["--port", "eighty"], ["--nope"], ["--attn-implementation", "flash"]]}])
+    assert describe["prog"] == "transformers serve" and describe["engine_version"] == "5.0.0"
+    ok, bad_value, unknown, bad_choice = parsed["parsed"]
+    assert ok == {"ok": True, "warnings": []}
+    assert bad_value["ok"] is False and bad_value["error"].startswith("argument --port: ")
+    assert unknown["ok"] is False and unknown["unknown"] == ["--nope"]
+    assert bad_choice["ok"] is False and "flash" in bad_choice["error"]
