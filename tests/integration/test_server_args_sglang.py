@@ -181,7 +181,7 @@ def test_negatable_data_matches_the_pinned_parser():
 
 @pytest.mark.parametrize("family", ["glm-dsa", "deepseek-dsa"])
 def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
+    from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
     sel = select_profile("12.0", family, PINNED, PROFILES)
     assert sel["options"]
     for extra in [{}] + [fb["options"] for fb in sel["fallbacks"]]:
@@ -196,7 +196,7 @@ def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
 def test_sm120_profile_environment_is_read_by_the_pinned_engine(family):
     """Every SGLANG_* variable a profile sets for 0.5.23 is one 0.5.23 declares (sglang.srt.environ.Envs): an
     environment value the engine never reads would be dead data."""
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
+    from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
     env = select_profile("12.0", family, PINNED, PROFILES)["environment"]
     names = sorted(n for n in env if n.startswith("SGLANG_"))
     assert names
@@ -275,7 +275,7 @@ if __name__ == "__main__":
 def test_glm5_sm120_tuning_campaign_every_candidate_accepted():
     """campaigns/glm5-nvfp4-sm120.yml over the production inventory's base and its SM120 profiles: every candidate
     the campaign would start is accepted by SGLang 0.5.23's own parser."""
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
+    from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
     from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import campaign as tune_campaign
     with open(os.path.join(ROOT, "inventories", "production", "group_vars", "sglang_servers.yml")) as f:
         inv = yaml.safe_load(f)

@@ -8,11 +8,11 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import profiles
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import ProfileError, normalize_arch, select_profile
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import profiles
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import ProfileError, normalize_arch, select_profile
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import server_argv
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
 
 def _load(name):

@@ -12,9 +12,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.inputs import input_names, range_error
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.inputs import input_names, range_error
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 5))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 4))
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
                for p in glob.glob(os.path.join(ROOT, "roles", "*", "vars", "ranges.yml")))
 
