@@ -37,7 +37,7 @@ def scan(modules):
 
 
 def main(argv=None):
-    print(json.dumps(scan(sys.argv[1:] if argv is None else argv)))
+    sys.stdout.write(json.dumps(scan(sys.argv[1:] if argv is None else argv)) + "\n")
 
 
 if __name__ == "__main__":

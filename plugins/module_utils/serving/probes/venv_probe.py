@@ -77,7 +77,7 @@ def probe():
 
 
 def main():
-    print(json.dumps(probe()))
+    sys.stdout.write(json.dumps(probe()) + "\n")
 
 
 if __name__ == "__main__":
