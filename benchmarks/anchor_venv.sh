@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the anchor client's venv (sglang 0.5.23's bench_serving, CPU only) under
 # $GPUHOST_ROOT/.cache/anchor-venv. Idempotent: a stamp file marks a finished build.
-# Recipe: ../shared/notes/cpu-engine.md (no-deps sglang wheel + the deps its import chain needs,
-# real triton, a stand-in torchvision). ~2.8 GB.
+# Recipe: the no-deps sglang wheel + the deps its import chain needs, real triton, a stand-in torchvision
+# (as tests/fixtures/sglang-venv.sh does for the parser venv). ~2.8 GB.
 set -euo pipefail
 GPUHOST_ROOT=${GPUHOST_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$GPUHOST_ROOT"

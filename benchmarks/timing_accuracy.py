@@ -10,7 +10,7 @@ text; the client's observed TTFT/ITL are compared with the server's truth at con
   ITL error  = client gap between consecutive events - server gap between their sends
   event error = client receipt time - server send time, every event
 
-Goal (issue 11): TTFT/ITL error p99 <= --goal-ms (1 ms) at c=1, 256 and 1024 with the verdict clean, and
+Goal: TTFT/ITL error p99 <= --goal-ms (1 ms) at c=1, 256 and 1024 with the verdict clean, and
 client_bound set wherever the goal is missed. The verdict's own estimate (event-loop lag p99 beyond the timer
 resolution, ``timestamp_error_ms``) is printed beside the measured error. The fake server runs on its own core,
 the client on the cores left (``client_processes`` auto: bench_client.auto_processes over those cores, or

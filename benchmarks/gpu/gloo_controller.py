@@ -2,7 +2,7 @@
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The link probe's multi-process all-reduce path on CPUs (gloo, two ranks, one process each), with figures:
-what issue 17 asks of the controller where no two-GPU machine is lent.
+what the controller can show of that path where no two-GPU machine is at hand.
 
 Usage (repo root, with the CPU torch that stage 35 builds):
   site=$(.cache/gpu-torch-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The serving role's JIT toolchain and CUDA driver preflight, checked against a real CUDA box (issue 9 items 2-3).
+"""The serving role's JIT toolchain and CUDA driver preflight, checked against a real CUDA box.
 
 Runs the same module_utils code the serving_toolchain module runs (no Ansible needed) and compares every reading
 with an independent one:

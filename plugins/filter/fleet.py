@@ -8,7 +8,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, multinode, router
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import router
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import fleet, multinode
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils import roll_plan as plan
 
 

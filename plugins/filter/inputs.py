@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.inputs import input_names, range_error
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.inputs import input_names, range_error
 
 
 class FilterModule(object):

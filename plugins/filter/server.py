@@ -18,8 +18,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import ProfileError, candidate_chain, select_profile
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.exposure import ExposureError, exposure
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import ProfileError, candidate_chain, select_profile
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.exposure import ExposureError, exposure
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
     OptionsError, negatable_for, precheck, server_argv as _server_argv, shell_quote as _shell_quote, systemd_exec as _systemd_exec)
 

@@ -199,7 +199,7 @@ options:
   client_lag_threshold_ms:
     description:
       - Event-loop lag p99 above which a level is marked C(client_bound). Half of the 2 ms timing-error budget
-        (measured, a lag p99 of 1.9 ms went with a TTFT error p99 of 3.4 ms).
+        (the measurements behind it are in docs/bench.md, "The client tells the truth").
       - On a client-bound level the regression gate ignores latency changes below twice the measured lag p99.
     type: float
     default: 1.0
@@ -247,9 +247,8 @@ options:
   confirm_regressions:
     description:
       - "How many times a level that fails the regression rule is measured again before the module fails: it fails
-        only when every measurement fails (a real regression persists; a slow phase of a shared host does not).
-        Measured on the 2-core sandbox: unchanged runs of the CPU engine had whole-run slow phases of -30% to -40%
-        output tok/s (3 of 21 runs), a 2x slowdown fails every measurement. The failed measurements are kept in the
+        only when every measurement fails (a real regression persists; a slow phase of a shared host does not; the
+        measurements behind it are in docs/bench.md, section The regression rule). The failed measurements are kept in the
         level's C(regression.unconfirmed) and in the history. 0 = fail on the first measurement."
     type: int
     default: 1

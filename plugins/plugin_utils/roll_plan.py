@@ -12,7 +12,7 @@ __metaclass__ = type
 
 from ansible.executor.playbook_executor import PlaybookExecutor
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.fleet import FleetError
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.fleet import FleetError
 
 
 class _Inventory(object):

@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Issue 16, Must show: a rolling deploy of a changed configuration while serving_bench drives load through the
+"""A rolling deploy of a changed configuration while serving_bench drives load through the
 router, and the same roll with a configuration that fails its gate on the canary.
 
     python tests/integration/fleet_roll.py INVENTORY ROUTER_URL MODEL [--fail-canary]

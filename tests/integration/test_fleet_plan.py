@@ -2,7 +2,7 @@
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Check mode on a generated 64-host inventory prints the roll's batch plan and the capacity floor per batch
-without touching anything (issue 16, item 6): every host's address is in TEST-NET-1 (RFC 5737, never routed), so a
+without touching anything: every host's address is in TEST-NET-1 (RFC 5737, never routed), so a
 single connection attempt would show up as UNREACHABLE.
 
 ``python tests/integration/test_fleet_plan.py 64 '[1, "10%", "25%"]' 48`` prints the plan for other sizes.

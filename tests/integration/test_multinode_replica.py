@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A two-rank multi-node replica on two test hosts, deployed by playbooks/deploy.yml (issue 16 item 4).
+"""A two-rank multi-node replica on two test hosts, deployed by playbooks/deploy.yml.
 
 No CPU engine runs multi-node, so each rank runs the stand-in rank (roles/sglang/files/gpuhost_replica.py,
 sglang_launch_module=gpuhost_replica) under the role's real unit, launcher and peer watch; everything before the

@@ -2,9 +2,9 @@
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The two-node GLM-5 replica (2 hosts x 8 RTX PRO 6000, tp 16): each rank's command line, rendered by
-plugins/module_utils/serving/multinode.py from the SM120 GLM-5 profile, is accepted by SGLang 0.5.23's own parser.
+plugins/plugin_utils/multinode.py from the SM120 GLM-5 profile, is accepted by SGLang 0.5.23's own parser.
 
-``python tests/integration/test_multinode_sglang.py`` prints the two command lines (issue 16, Must show).
+``python tests/integration/test_multinode_sglang.py`` prints the two command lines.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # sglang_venv is a fixture, reused here
 from test_server_args_sglang import PINNED, PROFILES, run_module, sglang_venv  # noqa: E402,F401 pylint: disable=unused-import
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.multinode import ReplicaError, replica_ranks  # noqa: E402
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.multinode import ReplicaError, replica_ranks  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile  # noqa: E402
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import server_argv  # noqa: E402
 
 pytestmark = [pytest.mark.sglang]

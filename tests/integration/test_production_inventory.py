@@ -169,7 +169,7 @@ def test_production_unit_requires_the_nccl_file_and_carries_the_profile_environm
     exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
     for piece in ("--tool-call-parser glm47", "--reasoning-parser glm45", "--kv-cache-dtype fp8_e4m3",
                   "--dsa-decode-backend flashinfer_sparse_mla", "--disable-custom-all-reduce", "--tp-size 8",
-                  "--enable-metrics"):  # sglang_metrics (issue 15), accepted by the engine's own parser
+                  "--enable-metrics"):  # sglang_metrics, accepted by the engine's own parser
         assert piece in exec_start, (piece, exec_start)
     assert "SECRET" not in unit
     assert 'SGLANG_ENABLE_JIT_DEEPGEMM="0"' in env.splitlines()

@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every role's first task is the shared input check (issue 12 item 2): one ansible-playbook run (check mode,
+"""Every role's first task is the shared input check: one ansible-playbook run (check mode,
 preflight tags only, on localhost) gives each role one bad input and reads the message it failed with. The molecule
 scenarios repeat this on real hosts and prove nothing changed there (molecule/resources/tasks/bad_input.yml)."""
 from __future__ import annotations

@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The real SGLang model gateway (smg 1.13.0 from .cache/router-venv, tests/fixtures/router-wheelhouse.sh) on
+"""The real SGLang model gateway (smg 1.13.0, PyPI smg, installed by tests/fixtures/router-wheelhouse.sh) on
 loopback in front of two fake OpenAI-compatible workers (tests/integration/fakeserver.py, paced streams):
 
-- the router role's options (plugins/module_utils/serving/fleet.py) pass smg's own parser; a bad policy is
+- the router role's options (plugins/plugin_utils/fleet.py) pass smg's own parser; a bad policy is
   rejected with the valid choices listed;
 - with ``--backend sglang`` (SMG's HTTP router) the two OpenAI-compatible workers share the load; measured here with
   smg 1.13.0, ``--backend openai`` sent every request of a model to one worker whatever the policy (it routes to
@@ -33,7 +33,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fakeserver import fake_server, free_port  # noqa: E402
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router, server_args  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import router, server_args  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import fleet  # noqa: E402
 from ansible_collections.gpuhost.sglang.tests import harness  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

@@ -4,7 +4,7 @@ Needs the fixture venv: ``tests/fixtures/sglang-venv.sh`` (stage 20 builds it; o
 with SGLANG_VENV). Set GPUHOST_SKIP_SGLANG=1 to skip instead of failing when it is missing.
 
 ``PYTHONPATH=collections python tests/integration/test_server_args_sglang.py --table`` prints the verdict table of the
-seeds' command line (docs/flags-and-profiles.md).
+operators' command line (docs/flags-and-profiles.md).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -35,11 +35,11 @@ def _vars(name):
 FLAGS = _vars("flags.yml")["sglang_flags"]["sglang"]
 PROFILES = _vars("profiles.yml")["sglang_profiles"]
 
-# The seeds' command line (issue 5), as the structured options a user would have written from it.
-SEEDS_ARGV = ["--tp", "8", "--mem-fraction-static", "0.92", "--nsa-decode-backend", "trtllm", "--nsa-prefill-backend", "trtllm",
-              "--disable-cuda-graph", "--max-running-requests", "64", "--fp8-gemm-backend", "cutlass"]
-SEEDS = {"model-path": "/srv/models/GLM-5-NVFP4", "tp": 8, "mem-fraction-static": 0.92, "nsa-decode-backend": "trtllm",
-         "nsa-prefill-backend": "trtllm", "disable-cuda-graph": True, "max-running-requests": 64, "fp8-gemm-backend": "cutlass"}
+# The operators' command line, as the structured options a user would have written from it.
+OPERATORS_ARGV = ["--tp", "8", "--mem-fraction-static", "0.92", "--nsa-decode-backend", "trtllm", "--nsa-prefill-backend", "trtllm",
+                  "--disable-cuda-graph", "--max-running-requests", "64", "--fp8-gemm-backend", "cutlass"]
+OPERATORS = {"model-path": "/srv/models/GLM-5-NVFP4", "tp": 8, "mem-fraction-static": 0.92, "nsa-decode-backend": "trtllm",
+             "nsa-prefill-backend": "trtllm", "disable-cuda-graph": True, "max-running-requests": 64, "fp8-gemm-backend": "cutlass"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -63,8 +63,8 @@ def run_module(options, **extra):
 
 
 @pytest.fixture(scope="module")
-def seeds_run():
-    return run_module(SEEDS)
+def operators_run():
+    return run_module(OPERATORS)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,8 @@ def bad_run():
                        "max-running-requests": "sixty-four", "mem-fraction-static": "most"})
 
 
-def test_seeds_command_line_verdicts(seeds_run):
-    out = seeds_run
+def test_operators_command_line_verdicts(operators_run):
+    out = operators_run
     assert out["engine_version"] == PINNED and out["validated"] is True
     assert out["failed"] is True
     verdicts = {v["option"]: v for v in out["verdicts"]}
@@ -93,9 +93,9 @@ def test_seeds_command_line_verdicts(seeds_run):
     assert "3 problem(s) in the sglang 0.5.23 options" in out["msg"]
 
 
-def test_suggested_fix_passes_the_parser(seeds_run):
-    out = seeds_run
-    fixed = dict(SEEDS)
+def test_suggested_fix_passes_the_parser(operators_run):
+    out = operators_run
+    fixed = dict(OPERATORS)
     for e in out["errors"]:
         fixed[e["replacement"]] = fixed.pop(e["option"])
     again = run_module(fixed)
@@ -181,7 +181,7 @@ def test_negatable_data_matches_the_pinned_parser():
 
 @pytest.mark.parametrize("family", ["glm-dsa", "deepseek-dsa"])
 def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
+    from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
     sel = select_profile("12.0", family, PINNED, PROFILES)
     assert sel["options"]
     for extra in [{}] + [fb["options"] for fb in sel["fallbacks"]]:
@@ -196,7 +196,7 @@ def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
 def test_sm120_profile_environment_is_read_by_the_pinned_engine(family):
     """Every SGLANG_* variable a profile sets for 0.5.23 is one 0.5.23 declares (sglang.srt.environ.Envs): an
     environment value the engine never reads would be dead data."""
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
+    from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
     env = select_profile("12.0", family, PINNED, PROFILES)["environment"]
     names = sorted(n for n in env if n.startswith("SGLANG_"))
     assert names
@@ -206,7 +206,7 @@ def test_sm120_profile_environment_is_read_by_the_pinned_engine(family):
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
-def test_ansible_playbook_rejects_the_seeds_line_before_anything_changes(tmp_path):
+def test_ansible_playbook_rejects_the_operators_line_before_anything_changes(tmp_path):
     play = tmp_path / "play.yml"
     play.write_text("""
 - hosts: localhost
@@ -224,7 +224,7 @@ def test_ansible_playbook_rejects_the_seeds_line_before_anything_changes(tmp_pat
           - r is failed
           - r.errors | map(attribute='option') | sort | list == ['nsa-decode-backend', 'nsa-prefill-backend', 'tp']
           - r.engine_version == '0.5.23'
-""" % (os.path.join(ROOT, "roles", "sglang", "vars", "flags.yml"), PY, json.dumps(SEEDS)))
+""" % (os.path.join(ROOT, "roles", "sglang", "vars", "flags.yml"), PY, json.dumps(OPERATORS)))
     env = harness.ansible_env()
     venv_bin = os.path.dirname(sys.executable)
     proc = subprocess.run([os.path.join(venv_bin, "ansible-playbook"), "-i", "localhost,", "-c", "local",
@@ -266,20 +266,20 @@ def verdict_table(out):
 
 if __name__ == "__main__":
     if "--table" in sys.argv:
-        result = run_module(SEEDS)
-        print("sglang %s, seeds' command line: %s" % (result["engine_version"], " ".join(SEEDS_ARGV)))
+        result = run_module(OPERATORS)
+        print("sglang %s, operators' command line: %s" % (result["engine_version"], " ".join(OPERATORS_ARGV)))
         print(verdict_table(result))
         print("\nsuggested argv: %s" % " ".join(result.get("suggested_argv", [])))
 
 
-def test_seeds_tuning_campaign_every_candidate_accepted():
-    """campaigns/seeds-glm5-sm120.yml over the production inventory's base and its SM120 profiles: every candidate
-    the campaign would start is accepted by SGLang 0.5.23's own parser (issue 14, Build 7)."""
-    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import select_profile
+def test_glm5_sm120_tuning_campaign_every_candidate_accepted():
+    """campaigns/glm5-nvfp4-sm120.yml over the production inventory's base and its SM120 profiles: every candidate
+    the campaign would start is accepted by SGLang 0.5.23's own parser."""
+    from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
     from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import campaign as tune_campaign
     with open(os.path.join(ROOT, "inventories", "production", "group_vars", "sglang_servers.yml")) as f:
         inv = yaml.safe_load(f)
-    with open(os.path.join(ROOT, "campaigns", "seeds-glm5-sm120.yml")) as f:
+    with open(os.path.join(ROOT, "campaigns", "glm5-nvfp4-sm120.yml")) as f:
         doc = yaml.safe_load(f)
     profile = select_profile("12.0", inv["sglang_model_family"], PINNED, PROFILES)["options"]
     plan = tune_campaign.load(doc, inv["sglang_options"], profile)

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""serving_bench against loopback fake servers: every fault of issue 6 is classified and counted, the
+"""serving_bench against loopback fake servers: every fault of docs/bench.md (Faults) is classified and counted, the
 task fails with the class and no traceback, and partial results are on disk; plus ignore_eos fallback,
 missing usage, garbage detection, the regression gate and probes_only speed."""
 

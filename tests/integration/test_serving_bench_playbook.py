@@ -94,7 +94,7 @@ def test_bench_playbook_rejects_bad_concurrency(tmp_path):
 
 @pytest.mark.parametrize("var,value", [("output_len", "0"), ("input_len", "-1"), ("concurrency", "8,8")])
 def test_bench_playbook_validation_names_the_wrong_variable(tmp_path, var, value):
-    # issue 11 item 6: output_len=0 was reported as "concurrency=16 must be an int >= 1 ..."
+    # output_len=0 was reported as "concurrency=16 must be an int >= 1 ..."
     cp, dummy = run_playbook(tmp_path, "http://127.0.0.1:9", "-e", "%s=%s" % (var, value))
     assert cp.returncode != 0
     msg = [ln for ln in cp.stdout.splitlines() if "is invalid" in ln or "must be" in ln]

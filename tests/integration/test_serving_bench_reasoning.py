@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The coherence canary against reasoning models (issue 9 item 4), with the loopback fake server modelling
+"""The coherence canary against reasoning models, with the loopback fake server modelling
 SGLang 0.5.23's reasoning output (tests/integration/fakeserver.py --reasoning ...): a thinking model passes
 whether or not thinking can be turned off, its reasoning is recorded apart from the answer, a model that
 thinks forever fails with class no_answer, numeric answers count in both forms, and engines that reject

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""serving_bench cross-checked by the server's own metrics (issue 15 item 6): against the loopback fake server
+"""serving_bench cross-checked by the server's own metrics: against the loopback fake server
 exporting SGLang's metric names, the reconciliation agrees; a server over-reporting its tokens is flagged, and
 with server_metrics=require the run fails with class server_metrics."""
 

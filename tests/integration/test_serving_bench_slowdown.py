@@ -2,10 +2,10 @@
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The regression gate with its defaults against a real engine on the sandbox host (stage 50): an unchanged rerun
-records a baseline, and the engine slowed ~2x for real then fails naming the metric (issue 11 item 1).
+records a baseline, and the engine slowed ~2x for real then fails naming the metric.
 
 The slowdown: the engine process is stopped and continued on a 50% duty cycle (SIGSTOP 20 ms / SIGCONT 20 ms) from
-a loop on the host; CPUQuota= is ignored on the test hosts' hybrid cgroups (docs: /work/shared/notes/test-hosts.md,
+a loop on the host; CPUQuota= is ignored on the test hosts' hybrid cgroups (docs/testing.md,
 "Resource limits"). The loop always continues the engine when it ends (SIGTERM or its deadline).
 
 Runs only with GPUHOST_BENCH_SLOWDOWN_SANDBOX=1 (stage 50, after `make sandbox`); GPUHOST_SLOWDOWN_HOST picks

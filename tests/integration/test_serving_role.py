@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The serving role's gate on a real Debian 12 host with the real CPU engine (issue 5, "Tests").
+"""The serving role's gate on a real Debian 12 host with the real CPU engine.
 
 Cases, in order on one host (each restart of the engine is real):
   good config passes the gate -> second run changed=0 -> misspelled flag rejected before any restart ->
@@ -257,7 +257,7 @@ def test_fallback_chain_takes_the_second_entry(host):
     assert_lkg_serving(host)
 
 
-# ---- issue 12: deploy under faults, on the same host, serially; each case starts from the good last-known-good ----
+# ---- deploy under faults, on the same host, serially; each case starts from the good last-known-good ----
 
 KILL_MAIN = ("for i in $(seq 100); do p=$(systemctl show -p MainPID --value sglang.service);"
              " a=$(systemctl show -p ActiveState --value sglang.service);"
@@ -438,7 +438,7 @@ def test_check_mode_reports_the_restart_and_no_gate(host):
     record_evidence("check_mode", out, serving=assert_converges(host), files=files_hash(host))
 
 
-# ---- issue 12 item 1: the candidate changed the engine version or the unit name ----
+# ---- the candidate changed the engine version or the unit name ----
 
 CUDA = {"device": "cuda", "continuous-batching": True, "cb-num-blocks": 256, "cb-max-batch-tokens": 2048}
 STARTUP_FAILED = "startup_failure|model_load|not_running|timeout"

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The serving unit's sandbox on a real Debian 12 test host, for the GPU node layouts the role meets (issue 9,
-items 1 and 5), without an engine: the role's device tasks (roles/sglang/tasks/devices.yml) and its unit template
+"""The serving unit's sandbox on a real Debian 12 test host, for the GPU node layouts the role meets,
+without an engine: the role's device tasks (roles/sglang/tasks/devices.yml) and its unit template
 render /etc/systemd/system/sglang.service for each layout, then the probe (files/unit_probe.py) runs under that
 unit file with only ExecStart/ExecStartPost/Type/Restart changed, as the service user:
 

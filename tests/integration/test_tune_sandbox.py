@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/tune.yml with campaigns/sandbox-cpu.yml on a real host with the real CPU engine (issue 14).
+"""playbooks/tune.yml with campaigns/sandbox-cpu.yml on a real host with the real CPU engine.
 
 In order, on one host: check mode prints the plan and changes nothing -> a campaign interrupted (SIGINT, like
 Ctrl-C) after its second candidate -> the resumed run starts only what had not finished, ends on the

@@ -9,3 +9,5 @@ ansible-lint --offline -q
 python tests/lint/role_specs.py
 # Every task of every role tagged <role> and <role>_<phase>, as Ansible sees it through imports and includes.
 python tests/lint/role_tags.py
+# No workstation paths, tracker references or local caches cited as sources in tracked files.
+python tests/lint/public_refs.py

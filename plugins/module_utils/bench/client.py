@@ -549,7 +549,7 @@ def free_cores(sample_s=0.1, cpus=None):
     return max(1, int(free + 0.25))
 
 
-# Streams per process when cores are free. Issue 11 (H200 machine, 16 cores, paced fake server, 20 ms ITL):
+# Streams per process when cores are free. Measured (docs/bench.md; H200 machine, 16 cores, paced fake server, 20 ms ITL):
 # 32 streams a process (c=256, 8 processes) gave TTFT/ITL error p99 0.26/0.22 ms and 128 (c=1024, 8) 0.41/0.34 ms,
 # where 256 a process gave ITL error p99 18.3 ms (c=256) and TTFT 3.4 ms (c=1024, 4).
 STREAMS_PER_PROCESS = 32

@@ -49,7 +49,7 @@ def parse_concurrency(value):
         raise ValueError("concurrency must be %s, got an empty value" % allowed)
     dups = sorted(set(n for n in out if out.count(n) > 1))
     if dups:
-        # each level is measured once per run; trials are how a level is repeated (issue 11: 8,8 failed against itself)
+        # each level is measured once per run; trials are how a level is repeated (8,8 once failed against itself)
         raise ValueError("concurrency=%r has duplicate levels: %s (each level runs once per run; use trials to "
                          "repeat one)" % (value, ", ".join(str(n) for n in dups)))
     return sorted(out)

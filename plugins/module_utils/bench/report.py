@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Reports: the Markdown table (seeds' layout), JUnit XML, PNG plots (matplotlib, optional), progress log."""
+"""Reports: the Markdown table (operators' layout), JUnit XML, PNG plots (matplotlib, optional), progress log."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -5,7 +5,7 @@
 
 Input: the dict gpu_facts returns (``topology``, ``p2p``, ``virtualization``, ``summary``...) and the list of
 InfiniBand/RoCE devices. Output: ordered list of {"name", "value", "reason"}. Sources for the choices:
-docs/gpu-stack.md (NCCL section) and the research notes it cites. Stdlib only.
+docs/gpu-stack.md (NCCL section) and the public sources it cites. Stdlib only.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -31,7 +31,7 @@ DEFAULT_SIGNATURES = [
     {"class": "unsupported_arch", "pattern": r"Unsupported architecture|no kernel image is available for execution on the device",
      "hint": "A kernel of this build does not support this GPU architecture: choose a backend listed for it in the profile."},
     {"class": "out_of_memory", "pattern": r"CUDA out of memory|OutOfMemoryError|Not enough memory",
-     "hint": "Out of GPU memory: lower mem-fraction-static (0.92 left headroom in the seeds) or max-running-requests."},
+     "hint": "Out of GPU memory: lower mem-fraction-static (0.92 left headroom on the reference box) or max-running-requests."},
     {"class": "wedged_detokenizer", "pattern": r"Server couldn't get a response from detokenizer",
      "hint": "The detokenizer stopped answering: see the scheduler log above this line."},
     {"class": "scheduler_exception", "pattern": r"Scheduler hit an exception",

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The JIT toolchain an engine needs where it runs, as a plan from engine data, and the preflight that proves it.
 
-What SGLang compiles at run time (issue 9 item 2):
+What SGLang compiles at run time:
 
 - Triton builds a small C helper per kernel launcher with the system C compiler and the interpreter's Python.h:
   ``$CC``, else ``gcc``, else ``clang`` on PATH, include dir ``sysconfig.get_paths(scheme)["include"]``
@@ -16,7 +16,7 @@ What SGLang compiles at run time (issue 9 item 2):
   compiler of torch's CUDA major comes from NVIDIA's CUDA repository, or FlashInfer's precompiled kernels
   (``flashinfer-cubin``, same version as flashinfer-python) replace most of that JIT.
 
-:data:`VENV_PROBE` runs in the engine's venv interpreter and reports its include dir and torch's CUDA without
+:data:`VENV_PROBE` (``probes/venv_probe.py``) runs in the engine's venv interpreter and reports its include dir and torch's CUDA without
 importing torch (``torch/version.py`` holds ``cuda: Optional[str] = '13.0'``; the dist-info METADATA of CUDA wheels
 pins ``cuda-toolkit[...]==13.0.3`` or ``nvidia-cuda-runtime-cu12==12.8.90``). Stdlib only: this runs on targets.
 """
@@ -30,56 +30,12 @@ import os
 import re
 import string
 
-# Runs inside the venv's interpreter (python -c). Prints one JSON object. Never imports torch: torch/version.py is
-# parsed with ast, so the probe is fast and needs no GPU and no CUDA library.
-VENV_PROBE = r'''
-import ast, json, os, sys, sysconfig
-import importlib.util
-try:
-    import importlib.metadata as md
-except ImportError:
-    md = None
-out = {"python": sys.executable, "python_version": "%d.%d" % sys.version_info[:2],
-       "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX") or ".so"}
-scheme = sysconfig.get_default_scheme() if hasattr(sysconfig, "get_default_scheme") else sysconfig._get_default_scheme()
-if scheme == "posix_local":
-    scheme = "posix_prefix"
-out["include"] = sysconfig.get_paths(scheme=scheme)["include"]
-dists = {}
-for name in ("torch", "triton", "flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "sglang"):
-    try:
-        dists[name] = md.version(name) if md else None
-    except Exception:
-        dists[name] = None
-out["dists"] = dict((k, v) for k, v in dists.items() if v is not None)
-try:
-    out["torch_requires"] = md.requires("torch") or [] if dists.get("torch") else []
-except Exception:
-    out["torch_requires"] = []
-out["torch_version_py"] = False
-try:
-    spec = importlib.util.find_spec("torch")
-except Exception:
-    spec = None
-if spec is not None and spec.origin:
-    path = os.path.join(os.path.dirname(spec.origin), "version.py")
-    if os.path.exists(path):
-        out["torch_version_py"] = True
-        with open(path) as fh:
-            tree = ast.parse(fh.read())
-        for node in tree.body:
-            target = value = None
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target, value = node.targets[0], node.value
-            elif isinstance(node, ast.AnnAssign):
-                target, value = node.target, node.value
-            if isinstance(target, ast.Name) and value is not None:
-                try:
-                    out["torch_" + target.id] = ast.literal_eval(value)
-                except ValueError:
-                    pass
-print(json.dumps(out))
-'''
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import probes
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.probes import venv_probe
+
+# Runs inside the venv's interpreter (python -c): probes/venv_probe.py. Imported so that the module packer ships
+# the file; its source is handed to ``python -c``.
+VENV_PROBE = probes.source(venv_probe.__name__.rpartition(".")[2])
 
 _NVCC_RE = re.compile(r"release (\d+)\.(\d+),")
 # cuda-toolkit[...]==13.0.3 (torch >= 2.9 cu13 wheels); nvidia-cuda-runtime-cu12==12.8.90 / nvidia-cuda-runtime==13.0.96

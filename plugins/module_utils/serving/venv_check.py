@@ -8,7 +8,7 @@ disk during an install) passes `pip install` (pip sees the dist-info and does no
 fails only when it starts: "ModuleNotFoundError: No module named 'uvicorn'" in the journal, and the last-known-good,
 in the same venv, would fail the same way. So before any restart the role compares every installed distribution's
 RECORD (the files pip installed, PEP 376/627) with the disk, finds the engine's top-level modules, and reinstalls the
-distributions with files missing (issue 12 item 6). No module is imported (importing torch costs seconds).
+distributions with files missing. No module is imported (importing torch costs seconds).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,24 +18,12 @@ __metaclass__ = type
 import json
 import subprocess
 
-# Runs inside the venv's interpreter (importlib.metadata, Python >= 3.8). Byte-code caches may be absent legitimately;
-# files outside site-packages ("../../bin/x") are scripts, not modules.
-PROBE = r"""
-import importlib.metadata as md, importlib.util, json, os, sys
-out, seen = [], set()
-for dist in md.distributions():
-    name = dist.metadata["Name"]
-    if not name or name.lower() in seen:
-        continue
-    seen.add(name.lower())
-    files = [f for f in (dist.files or []) if "__pycache__" not in f.parts and not f.name.endswith(".pyc")
-             and not f.parts[0].startswith("..")]
-    gone = [str(f) for f in files if not os.path.exists(f.locate())]
-    if gone:
-        out.append({"dist": name, "version": dist.version, "missing_files": len(gone), "example": gone[0]})
-mods = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]
-print(json.dumps({"dists": out, "modules": mods}))
-"""
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import probes
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.probes import venv_check_probe
+
+# Runs inside the venv's interpreter: probes/venv_check_probe.py. Imported so that the module packer ships the
+# file; its source is handed to ``python -c``.
+PROBE = probes.source(venv_check_probe.__name__.rpartition(".")[2])
 
 
 def check(python, modules, run=subprocess.run, timeout=600):

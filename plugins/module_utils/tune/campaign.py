@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A tuning campaign: validation of the YAML document and expansion of its search space into candidates.
 
-Strategies (anchors: /work/shared/research/next-wave-anchors.md):
+Strategies (public anchors: sgl-project/sglang python/sglang/auto_benchmark_lib.py, PR #21736; vllm-project/vllm
+benchmarks/auto_tune/auto_tune.sh and vllm/benchmarks/sweep/serve.py):
   one_at_a_time  each value of each option on top of the base (sglang.auto_benchmark's tier 1 without its cap)
   grid           the Cartesian product of every option's values (vLLM auto_tune.sh / `vllm bench sweep`)
   tiers          sglang.auto_benchmark (PR #21736, python/sglang/auto_benchmark_lib.py): tier 1 = the first 6

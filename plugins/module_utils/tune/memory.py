@@ -36,8 +36,8 @@ DEFAULT_RULES = [
      # graphs on in the candidate: neither the deprecated switch nor 0.5.23's per-phase backends turn them off
      # (roles/sglang/vars/profiles.yml, no-cuda-graph fallbacks)
      "when_not": {"disable-cuda-graph": [True], "cuda-graph-backend-decode": ["disabled"]},
-     # a capture failure is a property of the backend's kernels under graphs; unverified beyond the seeds' box
-     "evidence": "unverified (the seeds' SM120 capture failures, module_utils/serving/ready.py signature)"},
+     # a capture failure is a property of the backend's kernels under graphs; unverified beyond the reference box
+     "evidence": "unverified (the operators' SM120 capture failures, module_utils/serving/ready.py signature)"},
     {"class": "unsupported_arch", "same": ATTENTION_BACKENDS,
      "evidence": "unverified (no kernel image for the arch: the same backends fail the same way)"},
 ]

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Campaign outputs: Markdown table (the seeds' layout: one column group per concurrency), CSV, JSON,
+"""Campaign outputs: Markdown table (the operators' layout: one column group per concurrency), CSV, JSON,
 a Pareto plot (output tok/s per concurrency against p99 TTFT, like `vllm bench sweep`'s PARETO.png) and the
 winner's options as an inventory snippet. Every file is written atomically (bench/store.atomic_write_text)."""
 

@@ -4,7 +4,7 @@
 """Every host file has one owner role; one initramfs flow, one reboot flow, one state directory.
 
 Two roles writing one file with different content made every host.yml run rewrite it twice, rebuild the
-initramfs and reboot (../shared/research/real-box-review.md item 13). This reads every role's tasks and
+initramfs and reboot (found on a real Proxmox box, unverified here). This reads every role's tasks and
 handlers, resolves the destination of each file-writing task against the role's vars/defaults, and fails
 when a path (or the initramfs rebuild, or the reboot) belongs to more than one role.
 """

@@ -31,8 +31,8 @@ def run_module(args, check_mode=False):
     return out
 
 
-SEEDS = {"model-path": "/m", "tp": 8, "mem-fraction-static": 0.92, "nsa-decode-backend": "trtllm",
-         "disable-cuda-graph": True, "max-running-requests": 64}
+OPERATORS = {"model-path": "/m", "tp": 8, "mem-fraction-static": 0.92, "nsa-decode-backend": "trtllm",
+             "disable-cuda-graph": True, "max-running-requests": 64}
 RENAMES = [{"old": "nsa-decode-backend", "new": "dsa-decode-backend", "since": "0.5.23"}]
 
 
@@ -51,7 +51,7 @@ def test_good_options_pass_with_warnings_and_negation(fake_python):
 
 
 def test_all_errors_reported_at_once_with_replacements(fake_python):
-    out = run_module({"python": fake_python, "options": SEEDS, "renames": RENAMES})
+    out = run_module({"python": fake_python, "options": OPERATORS, "renames": RENAMES})
     assert out["failed"] is True
     # renames apply from 0.5.23 and the stand-in says 9.9.1
     by = {e["option"]: e for e in out["errors"]}

@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import fleet, router
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import router
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import fleet
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils import roll_plan
 
 HOSTS = ["h%02d" % i for i in range(64)]

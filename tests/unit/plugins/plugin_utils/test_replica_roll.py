@@ -19,8 +19,8 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import multinode
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.multinode import ReplicaError
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import multinode
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.multinode import ReplicaError
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils import roll_plan
 
 FILES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang", "files")

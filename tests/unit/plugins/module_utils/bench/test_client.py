@@ -74,7 +74,7 @@ def test_timer_resolution_is_at_least_the_selectors_granularity():
 
 
 def test_auto_processes_spreads_streams_over_the_free_cores():
-    # issue 11: c=256 with 8 processes gave TTFT/ITL error p99 0.26/0.22 ms where the fixed 256 streams per
+    # c=256 with 8 processes gave TTFT/ITL error p99 0.26/0.22 ms where the fixed 256 streams per
     # process chose 1 (ITL error 18.3 ms); c=1024 chose 4 where 8 gave 0.41/0.34 ms
     assert bench_client.auto_processes(256, cpus=15) >= 8
     assert bench_client.auto_processes(1024, cpus=15) == 15

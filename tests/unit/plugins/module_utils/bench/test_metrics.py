@@ -72,7 +72,7 @@ def test_aggregate_trials_median_and_spread():
 
 
 def test_peak_is_never_below_the_level_average_when_the_level_is_shorter_than_a_bucket():
-    # issue 11 item 5: a 0.4 s level with 40 tokens averages 100 tok/s; a 1-s bucket held only 40 tokens
+    # a 0.4 s level with 40 tokens averages 100 tok/s; a 1-s bucket held only 40 tokens
     recs = [rec(0.0, 0.0, 0.01, 40)]
     r = bm.compute(recs, 1)
     assert r["peak_output_throughput"] >= r["output_throughput"]
@@ -86,7 +86,7 @@ def test_peak_ignores_partial_buckets_at_the_edges():
 
 
 def test_impossible_usage_count_is_flagged_and_not_used_for_throughput():
-    # issue 11 item 6: the server claims 64 tokens for 10 streamed bytes (a token decodes to at least one byte) over 5 chunks
+    # the server claims 64 tokens for 10 streamed bytes (a token decodes to at least one byte) over 5 chunks
     good = rec(0.0, 0.1, 0.01, 10)
     good.update(text_bytes=40, usage=True)
     bad = rec(0.0, 0.1, 0.01, 64, chunks=5)

@@ -113,14 +113,14 @@ def test_probes_only_and_check_mode_and_report_mode(tmp_path):
 
 
 def test_duplicate_concurrency_levels_are_refused_naming_the_variable(tmp_path):
-    # issue 11 item 1: concurrency=8,8 ran 8 twice and failed against itself
+    # concurrency=8,8 ran 8 twice and failed against itself
     res = run(params(tmp_path, concurrency="8,8"), FakeClient())
     assert res.failed and res.out["failure_class"] == "invalid_input"
     assert "concurrency='8,8' has duplicate levels: 8" in res.msg
 
 
 def test_concurrency_above_the_file_descriptor_limit_is_refused_up_front(tmp_path, monkeypatch):
-    # issue 11 item 6: each stream holds one socket; past RLIMIT_NOFILE the client dies mid-level (EMFILE)
+    # each stream holds one socket; past RLIMIT_NOFILE the client dies mid-level (EMFILE)
     monkeypatch.setattr(bench_inputs, "open_file_limit", lambda want: (256, 256))
     client = FakeClient()
     res = run(params(tmp_path, concurrency="1,1024"), client)
@@ -136,7 +136,7 @@ def test_concurrency_above_the_ephemeral_port_range_is_refused(tmp_path, monkeyp
 
 
 def test_a_level_runs_at_least_min_duration_and_min_requests(tmp_path):
-    # issue 11 item 1: a 0.1 s level measures scheduling noise, not the server
+    # a 0.1 s level measures scheduling noise, not the server
     client = FakeClient(ttft=0.01, tpot=0.001)
     res = run(params(tmp_path, concurrency=2, min_duration_s=3.0, min_requests=20, warmup=0), client)
     assert not res.failed, res.msg

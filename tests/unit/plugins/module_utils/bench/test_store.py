@@ -107,7 +107,7 @@ def test_markdown_table_and_junit(tmp_path):
 
 
 def test_table_names_each_statistic_and_shows_what_the_gate_compares():
-    # issue 11 item 5: the table showed TPOT mean while the gate and progress log use p50
+    # the table showed TPOT mean while the gate and progress log use p50
     lv = level(4, 100.0, True)
     lv["tpot_ms"] = {"mean": 30.0, "p50": 20.0, "p99": 90.0}
     lines = bench_report.table_lines([lv])

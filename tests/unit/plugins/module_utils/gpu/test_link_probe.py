@@ -74,7 +74,7 @@ def test_bus_bandwidth_is_the_nccl_tests_formula(size, secs, n, alg, bus):
 
 
 def test_vfio_throttled_pcie_path_fails_with_a_table(rtx):
-    """The seeds' case: P2P inside a socket looks fine to NVML, but the VFIO/IOMMU path gives ~3 GB/s."""
+    """The operators' case: P2P inside a socket looks fine to NVML, but the VFIO/IOMMU path gives ~3 GB/s."""
     devices = [0, 1, 2, 3]
     ex = lp.expectations(rtx, devices)
     pairs = pairs_of(4, 3.1)

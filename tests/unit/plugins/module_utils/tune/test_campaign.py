@@ -98,7 +98,7 @@ def test_bad_campaign_names_the_key(mutate, key):
     assert ("campaign key %s=" % key) in str(err.value)
 
 
-@pytest.mark.parametrize("path", ["campaigns/sandbox-cpu.yml", "campaigns/sandbox-cpu-ci.yml", "campaigns/seeds-glm5-sm120.yml"])
+@pytest.mark.parametrize("path", ["campaigns/sandbox-cpu.yml", "campaigns/sandbox-cpu-ci.yml", "campaigns/glm5-nvfp4-sm120.yml"])
 def test_shipped_campaigns_load(path):
     with open(os.path.join(ROOT, path)) as f:
         plan = tc.load(yaml.safe_load(f), {})

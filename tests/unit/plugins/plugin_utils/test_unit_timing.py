@@ -4,7 +4,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.unit_timing import start_timeout
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.unit_timing import start_timeout
 
 
 @pytest.mark.parametrize("load,expected", [

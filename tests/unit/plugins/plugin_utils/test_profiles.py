@@ -8,11 +8,11 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import profiles
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.profiles import ProfileError, normalize_arch, select_profile
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import profiles
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import ProfileError, normalize_arch, select_profile
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import server_argv
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
 
 def _load(name):
@@ -55,7 +55,7 @@ def test_sm120_glm_dsa_on_0_5_23():
         "fp8-gemm-backend": "cutlass",
     }
     assert "#29580" in sel["evidence"]["dsa-decode-backend"]
-    assert "seeds" in sel["evidence"]["mem-fraction-static"]
+    assert "operator log" in sel["evidence"]["mem-fraction-static"]
     # 0.5.23 accepts flashinfer_sparse_mla only with an FP8 KV cache for GLM on SM120 (its own source)
     assert "flash_mla_sm120.py" in sel["evidence"]["kv-cache-dtype"]
     assert "voipmonitor/rtx6kpro" in sel["evidence"]["disable-custom-all-reduce"]
@@ -145,7 +145,7 @@ def test_candidate_chain_bad_input_names_the_variable(args, needle):
     assert needle in str(exc.value)
 
 
-def test_sm120_dsa_before_0_5_23_is_the_seeds_configuration():
+def test_sm120_dsa_before_0_5_23_is_the_operators_configuration():
     sel = select_profile("sm120", "deepseek-dsa", "0.5.15.post1", DATA)
     assert sel["matched"] == ["sm120-dsa-nsa-era"]
     assert sel["options"]["nsa-decode-backend"] == "trtllm" and sel["options"]["nsa-prefill-backend"] == "trtllm"

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The shared input rules (issue 12 item 2): relations, keys of mappings, durations, and every role's ranges.yml."""
+"""The shared input rules: relations, keys of mappings, durations, and every role's ranges.yml."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -12,9 +12,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.inputs import input_names, range_error
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.inputs import input_names, range_error
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 5))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 4))
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
                for p in glob.glob(os.path.join(ROOT, "roles", "*", "vars", "ranges.yml")))
 

@@ -10,9 +10,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.inputs import range_error
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.inputs import range_error
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 5))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 4))
 with open(os.path.join(ROOT, "roles", "sglang", "vars", "ranges.yml")) as fh:
     RANGES = yaml.safe_load(fh)["sglang_input_rules"]
 with open(os.path.join(ROOT, "roles", "sglang", "defaults", "main.yml")) as fh:

@@ -12,9 +12,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.exposure import ExposureError, exposure
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.exposure import ExposureError, exposure
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 with open(os.path.join(ROOT, "roles", "sglang", "vars", "main.yml")) as _f:
     ENGINES = yaml.safe_load(_f)["sglang_engines"]
 SGLANG_PUBLIC = ENGINES["sglang"]["public_path_prefixes"]

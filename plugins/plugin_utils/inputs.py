@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Range and relation checks of role inputs, before anything on the host changes (issue 12, item 2).
+"""Range and relation checks of role inputs, before anything on the host changes.
 
 Ansible's role argument validation checks types and choices but has no min/max
 (ansible-core lib/ansible/module_utils/common/parameters.py: no range keys in argument specs), so the rules

@@ -1,0 +1,44 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Venv check probe (module_utils/serving/venv_check.py): run by the venv's interpreter as ``python -c SOURCE MOD...``.
+
+Prints one JSON object: ``dists`` with installed files missing (RECORD, PEP 376/627, against the disk) and the
+``modules`` of the argument list that cannot be found. Needs importlib.metadata (Python >= 3.8). Byte-code caches
+may be absent legitimately; files outside site-packages ("../../bin/x") are scripts, not modules.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import importlib.util
+import json
+import os
+import sys
+
+
+def scan(modules):
+    """The probe's answer for the module names ``modules``."""
+    import importlib.metadata as md
+    out, seen = [], set()
+    for dist in md.distributions():
+        name = dist.metadata["Name"]
+        if not name or name.lower() in seen:
+            continue
+        seen.add(name.lower())
+        files = [f for f in (dist.files or []) if "__pycache__" not in f.parts and not f.name.endswith(".pyc")
+                 and not f.parts[0].startswith("..")]
+        gone = [str(f) for f in files if not os.path.exists(f.locate())]
+        if gone:
+            out.append({"dist": name, "version": dist.version, "missing_files": len(gone), "example": gone[0]})
+    mods = [m for m in modules if importlib.util.find_spec(m) is None]
+    return {"dists": out, "modules": mods}
+
+
+def main(argv=None):
+    sys.stdout.write(json.dumps(scan(sys.argv[1:] if argv is None else argv)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
