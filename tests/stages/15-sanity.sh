@@ -4,12 +4,10 @@ set -euo pipefail
 cd "$GPUHOST_ROOT"
 # ansible-test's own venv mode downloads a pip bootstrap from outside the package registries: use --local
 # in a dedicated venv with the same pinned ansible-core, so its pinned sanity requirements stay apart.
+# Reused when built from the same pins and it imports them (tests/fixtures/venv-cache.sh).
 atv=$GPUHOST_ROOT/.cache/ansible-test-venv
-if [ ! -f "$atv/.installed" ]; then
-  python3 -m venv "$atv"
-  "$atv/bin/pip" install -q "$(grep '^ansible-core==' requirements/dev.txt)" pytest pytest-xdist pytest-mock mock
-  touch "$atv/.installed"
-fi
+bash tests/fixtures/venv-cache.sh "$atv" 'import ansible, ansible_test, pytest, xdist, pytest_mock, mock' \
+  "$(grep '^ansible-core==' requirements/dev.txt)" pytest pytest-xdist pytest-mock mock
 export PATH=$atv/bin:$PATH
 # ansible-core 2.19's ansible-test bootstraps pip 24.2 into its per-test venvs.
 rm -rf ~/.ansible/test/venv  # a half-deleted venv from an interrupted run breaks ansible-test

@@ -17,7 +17,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 bash tests/fixtures/nvidia-apt-repo.sh
 
-# A CPU-only torch for the probe's process plumbing, kept apart from the controller venv.
+# A CPU-only torch for the probe's process plumbing, kept apart from the controller venv; reused when built from
+# the same pins and it imports them (tests/fixtures/venv-cache.sh).
 tv=$GPUHOST_ROOT/.cache/gpu-torch-venv
 if [ ! -f "$tv/.installed" ]; then
   rm -rf "$tv"
