@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ansible-test sanity and units: they need the collection under ansible_collections/gpuhost/sglang.
+# ansible-test sanity, and ansible-test units collecting the unit tests: both need the collection under
+# ansible_collections/gpuhost/sglang.
 set -euo pipefail
 cd "$GPUHOST_ROOT"
 # ansible-test's own venv mode downloads a pip bootstrap from outside the package registries: use --local
@@ -22,4 +23,6 @@ cd "$work"
 git init -q . && git add -A >/dev/null 2>&1 || true
 ansible-test sanity --local --python 3.11 --requirements --color no \
   --skip-test shebang --exclude tests/hosts/ --exclude tests/fixtures/ --exclude benchmarks/ 2>&1 | grep -vE "^(WARNING: Location|Processing|Installing|Successfully|Collecting|Downloading|  Downloading|Requirement|Looking|Using cached| +━)"
-ansible-test units --local --python 3.11 --requirements --color no 2>&1 | grep -vE "^(WARNING: Location|Processing|Installing|Successfully|Collecting|Downloading|  Downloading|Requirement|Looking|Using cached| +━)"
+# The unit tests themselves run once, in stage 30 (pytest, whose venv also has aiohttp and the engine venv that
+# ansible-test's skips); here ansible-test only collects them, which proves they load under its collection layout.
+ansible-test units --local --python 3.11 --requirements --color no --collect-only 2>&1 | grep -vE "^( *<|WARNING: Location|Processing|Installing|Successfully|Collecting|Downloading|  Downloading|Requirement|Looking|Using cached| +━)"
