@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""tests/fixtures/venv-cache.sh (the tool venvs of stages 15 and 35): a venv is reused only when the hash of its
+"""tests/fixtures/venv-cache.sh (ansible-test's venv in stage 15): a venv is reused only when the hash of its
 inputs matches the one it was built from and it passes its check; a changed input, a tampered key or a broken
 venv builds it again. Venvs without pip (no pip arguments) keep it to seconds."""
 from __future__ import annotations

@@ -17,18 +17,20 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 bash tests/fixtures/nvidia-apt-repo.sh
 
-# A CPU-only torch for the probe's process plumbing, kept apart from the controller venv; reused when built from
-# the same pins and it imports them (tests/fixtures/venv-cache.sh).
-tv=$GPUHOST_ROOT/.cache/gpu-torch-venv
-bash tests/fixtures/venv-cache.sh "$tv" 'import torch, numpy, torch.distributed' "torch==2.13.0+cpu" numpy
-site=$("$tv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# The link probe's gloo plumbing test needs torch: the engine venv's (torch==2.13.0+cpu; tests/fixtures/engine-venv.sh,
+# built by stage 20 and reused when the hash of its requirements matches and it imports torch), put AFTER the
+# controller venv's packages on the path, so that only what the controller venv lacks (torch and its own
+# dependencies) comes from it. No separate torch install for this stage.
+bash tests/fixtures/engine-venv.sh
+site=$("$GPUHOST_ROOT/.cache/engine-venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 python -m py_compile benchmarks/gpu/gpu_check.py benchmarks/gpu/independent.py
 # The GPU unit test files (tests/stages/gpu-tests; stage 30 leaves them out), in one run.
 mapfile -t gpu_tests < <(grep -v '^#' tests/stages/gpu-tests | grep .)
 junit=$(mktemp)
 trap 'rm -f "$junit"' EXIT
-PYTHONPATH=$site python -m pytest -q -p no:cacheprovider -rs --junitxml="$junit" "${gpu_tests[@]}"
+python -c 'import sys; sys.path.append(sys.argv[1]); import pytest; sys.exit(pytest.main(sys.argv[2:]))' "$site" \
+  -q -p no:cacheprovider -rs --junitxml="$junit" "${gpu_tests[@]}"
 # the plumbing test must have run and passed, not been skipped or deselected (read from that run's report)
 python - "$junit" <<'PY'
 import sys
