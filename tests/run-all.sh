@@ -19,11 +19,33 @@ for pair in $overlap; do
   a=${pair%%:*}; b=${pair##*:}
   case "$selected" in *" $a "*) case "$selected" in *" $b "*) beside[$a]=$b; deferred[$b]=1 ;; esac ;; esac
 done
+# Budgets (tests/stages/budgets: "STAGE SECONDS" lines, plus "goal" and "limit" for the whole run): a stage over
+# its budget and a run over the goal or the limit print a warning in the summary; the result stays the stages'
+# (machines differ by up to 2x in speed). GPUHOST_BUDGETS names another file.
+budgets_file=${GPUHOST_BUDGETS:-tests/stages/budgets}
+goal=2100; limit=5400
+declare -A budget=() secs=()
+if [ -f "$budgets_file" ]; then
+  while read -r key value _rest; do
+    case "$key" in ''|'#'*) continue ;; esac
+    if ! [[ "$value" =~ ^[0-9]+$ ]]; then
+      echo "WARNING: $budgets_file: budget of $key is '$value': allowed values are whole seconds (0 or more)"
+      continue
+    fi
+    case "$key" in goal) goal=$value ;; limit) limit=$value ;; *) budget[$key]=$value ;; esac
+  done <"$budgets_file"
+else
+  echo "WARNING: no budget file $budgets_file: stages are not checked against budgets"
+fi
+run_start=$(date +%s)
+order=()
 record() {  # name rc seconds [note]
   if [ "$2" -eq 0 ]; then passed=$((passed + 1)); result=ok
   else failed=$((failed + 1)); failed_names+=("$1"); result=FAILED; fi
-  timings+=("$(printf '%-28s %-7s %5ss%s' "$1" "$result" "$3" "${4:-}")")
+  secs[$1]=$3; order+=("$1")
+  timings+=("$(printf '%-28s %-7s %5ss  budget %5s%s' "$1" "$result" "$3" "${budget[$1]:+${budget[$1]}s}" "${4:-}")")
 }
+mins() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 for stage in tests/stages/${glob}.sh; do
   [ -e "$stage" ] || continue
   name=$(basename "$stage" .sh)
@@ -50,6 +72,20 @@ for stage in tests/stages/${glob}.sh; do
 done
 echo "=================== summary ==================="
 printf '%s\n' "${timings[@]}"
+for name in "${order[@]}"; do
+  if [ -z "${budget[$name]:-}" ]; then
+    echo "WARNING: stage $name has no budget in $budgets_file"
+  elif [ "${secs[$name]}" -gt "${budget[$name]}" ]; then
+    echo "WARNING: stage $name took ${secs[$name]}s, over its budget of ${budget[$name]}s ($budgets_file)"
+  fi
+done
+total=$(( $(date +%s) - run_start ))
+echo "total: ${total}s ($(mins "$total")) against the goal of ${goal}s ($(mins "$goal")) and the limit of ${limit}s ($(mins "$limit"))"
+if [ "$total" -gt "$limit" ]; then
+  echo "WARNING: the run took ${total}s, over the limit of ${limit}s: a CI run this long lands nothing"
+elif [ "$total" -gt "$goal" ]; then
+  echo "WARNING: the run took ${total}s, over the goal of ${goal}s"
+fi
 [ "$failed" -eq 0 ] || echo "failed stages: ${failed_names[*]}"
 echo "stages: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -4,8 +4,8 @@
 """The link probe's multi-process all-reduce path on CPUs (gloo, two ranks, one process each), with figures:
 what the controller can show of that path where no two-GPU machine is at hand.
 
-Usage (repo root, with the CPU torch that stage 35 builds):
-  site=$(.cache/gpu-torch-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+Usage (repo root, with the CPU torch of the engine venv, tests/fixtures/engine-venv.sh, that stage 35 uses):
+  site=$(.cache/engine-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   PYTHONPATH=$site .venv/bin/python benchmarks/gpu/gloo_controller.py
 """
 

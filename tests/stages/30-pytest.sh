@@ -14,8 +14,11 @@ par=()
 [ "$workers" -eq 0 ] || par=(-n "$workers" --dist loadgroup)
 # the serving role cases run in stage 50 on the sandbox host (one engine install instead of two)
 sel="not serving_role and not long"
+# the GPU unit test files run once, in stage 35-gpu (with torch, for the gloo plumbing test): tests/stages/gpu-tests
+ignore=()
+while read -r f; do ignore+=(--ignore "$f"); done < <(grep -v '^#' tests/stages/gpu-tests | grep .)
 rc=0
-python -m pytest -q -p no:cacheprovider "${par[@]}" -m "$sel and not timing" tests/unit tests/integration || rc=$?
+python -m pytest -q -p no:cacheprovider "${par[@]}" "${ignore[@]}" -m "$sel and not timing" tests/unit tests/integration || rc=$?
 echo "--- tests marked timing, alone"
-python -m pytest -q -p no:cacheprovider -m "$sel and timing" tests/unit tests/integration || rc=$?
+python -m pytest -q -p no:cacheprovider "${ignore[@]}" -m "$sel and timing" tests/unit tests/integration || rc=$?
 exit "$rc"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# README command 1 end to end on a fresh sandbox host, then the second deploy must report changed=0.
+# README command 1 end to end on a fresh sandbox host, then the serving role's cases on it (the first of them
+# redeploys the same playbook and inventory: the second deploy, which must report changed=0).
 set -euo pipefail
 cd "$GPUHOST_ROOT"
 export PATH=$GPUHOST_ROOT/.venv/bin:$PATH
@@ -8,18 +9,17 @@ make --no-print-directory sandbox-destroy >/dev/null 2>&1 || true
 start=$(date +%s)
 make --no-print-directory sandbox
 echo "sandbox (cold host): $(( $(date +%s) - start ))s"
-start=$(date +%s)
-out=$(ansible-playbook playbooks/deploy.yml 2>&1) || { echo "$out"; exit 1; }
-echo "$out" | tail -4
-echo "second deploy: $(( $(date +%s) - start ))s"
-echo "$out" | grep -E '^sandbox +: .*changed=0 .*failed=0' >/dev/null || { echo "second deploy was not idempotent"; exit 1; }
 
+# No separate second deploy here: the cases below begin with two deploys of playbooks/deploy.yml with
+# inventories/sandbox/hosts.yml on this host (test_good_config_passes_the_gate, then
+# test_second_run_changes_nothing, which asserts rc 0 and changed=0); --durations shows what each deploy took.
 # The serving role's gate cases (bad flag, start failure, NaN and random models, fallback chain) and the deploy
 # faults that fit CI's time (bad inputs before any change, the port taken by another process) on this host. The
 # cases marked `long` (crash after several deploys, SIGKILL/SIGINT during the gate, disk full, broken venv, check
 # mode) run with `GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -m long tests/integration/test_serving_role.py`.
 start=$(date +%s)
-GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -q -p no:cacheprovider -m "serving_role and not long" tests/integration/test_serving_role.py
+GPUHOST_ROLE_TEST_SANDBOX=1 python -m pytest -q -p no:cacheprovider --durations=5 -m "serving_role and not long" \
+  tests/integration/test_serving_role.py
 echo "serving role cases: $(( $(date +%s) - start ))s"
 
 # The regression gate with its defaults on the real engine: unchanged rerun passes, a 2x slowdown (SIGSTOP/SIGCONT

@@ -1,0 +1,91 @@
+# Copyright: (c) 2026, gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""tests/run-all.sh's budgets (tests/stages/budgets): run on a copy of the script beside fake stages, it prints a
+warning for a stage over its budget, for a stage without one and for a bad budget line, states the total against
+the goal and the limit, warns past either, and keeps the stages' result as its exit status (a warning, not a
+failure)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+from ansible_collections.gpuhost.sglang.tests import harness
+
+RUN_ALL = os.path.join(harness.ROOT, "tests", "run-all.sh")
+REAL_BUDGETS = os.path.join(harness.ROOT, "tests", "stages", "budgets")
+
+
+def make_tree(tmp_path, stages, budgets):
+    """A checkout-shaped tree: tests/run-all.sh (the real one) and tests/stages/{NAME.sh, budgets}."""
+    (tmp_path / "tests" / "stages").mkdir(parents=True)
+    shutil.copy(RUN_ALL, tmp_path / "tests" / "run-all.sh")
+    for name, body in stages.items():
+        (tmp_path / "tests" / "stages" / (name + ".sh")).write_text("#!/usr/bin/env bash\n" + body + "\n")
+    (tmp_path / "tests" / "stages" / "budgets").write_text(budgets)
+    return tmp_path
+
+
+def run_all(tree, *args, **env):
+    environ = dict(os.environ, GPUHOST_OVERLAP="", **env)
+    environ.pop("GPUHOST_BUDGETS", None)
+    proc = subprocess.run(["bash", str(tree / "tests" / "run-all.sh"), *args], env=environ, capture_output=True,
+                          text=True, timeout=60, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_stage_over_budget_and_run_over_goal_warn_without_failing(tmp_path):
+    tree = make_tree(tmp_path, {"10-slow": "sleep 1.2", "20-fast": "true", "30-unbudgeted": "true"},
+                     "# stage seconds\ngoal 0\nlimit 3600\n10-slow 0\n20-fast 60\n")
+    rc, out = run_all(tree)
+    assert rc == 0, out
+    assert re.search(r"(?m)^10-slow +ok +[1-9]\d*s  budget +0s$", out), out
+    assert re.search(r"(?m)^WARNING: stage 10-slow took [1-9]\d*s, over its budget of 0s \(tests/stages/budgets\)$", out), out
+    assert "WARNING: stage 20-fast" not in out, out
+    assert "WARNING: stage 30-unbudgeted has no budget in tests/stages/budgets" in out, out
+    total = re.search(r"(?m)^total: (\d+)s \(\d+:\d\d\) against the goal of 0s \(0:00\) and the limit of 3600s \(60:00\)$", out)
+    assert total and int(total.group(1)) >= 1, out
+    assert re.search(r"(?m)^WARNING: the run took \d+s, over the goal of 0s$", out), out
+    assert "over the limit" not in out, out
+
+
+def test_run_within_budgets_prints_no_warning_and_a_failed_stage_still_fails(tmp_path):
+    tree = make_tree(tmp_path, {"10-a": "true", "20-b": "exit 3"}, "goal 600\nlimit 900\n10-a 60\n20-b 60\n")
+    rc, out = run_all(tree)
+    assert rc == 1, out
+    assert "WARNING" not in out, out
+    assert "total: 0s (0:00) against the goal of 600s (10:00) and the limit of 900s (15:00)" in out, out
+    assert "failed stages: 20-b" in out, out
+
+
+def test_over_the_limit_and_a_bad_budget_line(tmp_path):
+    tree = make_tree(tmp_path, {"10-slow": "sleep 1.2"}, "goal 0\nlimit 0\n10-slow ten\n")
+    rc, out = run_all(tree)
+    assert rc == 0, out
+    assert "WARNING: tests/stages/budgets: budget of 10-slow is 'ten': allowed values are whole seconds (0 or more)" in out
+    assert "WARNING: stage 10-slow has no budget in tests/stages/budgets" in out, out
+    assert re.search(r"(?m)^WARNING: the run took [1-9]\d*s, over the limit of 0s: a CI run this long lands nothing$", out), out
+    assert "over the goal" not in out, out  # the limit's warning replaces the goal's
+
+
+def test_the_collection_budgets_cover_every_stage():
+    """Every stage script has a budget, and the budgets of the stages that run in order fit the goal."""
+    budgets = {}
+    with open(REAL_BUDGETS, encoding="utf-8") as fh:
+        for line in fh:
+            fields = line.split("#", 1)[0].split()
+            if fields:
+                assert len(fields) == 2 and fields[1].isdigit(), "bad budget line: %r" % line
+                budgets[fields[0]] = int(fields[1])
+    stages = sorted(f[:-3] for f in os.listdir(os.path.dirname(REAL_BUDGETS)) if f.endswith(".sh"))
+    assert sorted(k for k in budgets if k not in ("goal", "limit")) == stages
+    assert (budgets["goal"], budgets["limit"]) == (35 * 60, 90 * 60)
+    # stages that run beside another one (tests/run-all.sh's GPUHOST_OVERLAP default) add no wall time
+    with open(RUN_ALL, encoding="utf-8") as fh:
+        overlap = re.search(r"overlap=\$\{GPUHOST_OVERLAP-([^}]*)\}", fh.read()).group(1).split()
+    beside = dict(pair.split(":")[::-1] for pair in overlap)  # the stage run beside -> the one it runs beside
+    wall = {k: budgets[k] for k in stages if k not in beside}
+    for bg, fg in beside.items():
+        wall[fg] = max(wall[fg], budgets[bg])
+    assert sum(wall.values()) <= budgets["goal"], wall
