@@ -136,12 +136,13 @@ def plan(files, release, subscription, mode, mirror="", release_data=None):
                         "your mirror of the Proxmox VE repository), got ''")
     res = {"disable": {}, "add": {}, "enterprise": [], "problems": [], "subscription": subscription}
     rel = (release_data or {}).get(release)
-    if rel is None:
+    if rel is None and mode in ("no-subscription", "mirror"):
         res["problems"].append("Debian release %r is not a known Proxmox VE base (known: %s)" % (
             release, ", ".join("%s = PVE %s" % (k, v["pve"]) for k, v in sorted((release_data or {}).items()))))
         return res
     enabled_ent = {}
     have_noentry = False
+    rel = rel or {"component": "pve-no-subscription", "uri": ""}
     uri = mirror.rstrip("/") if mode == "mirror" else rel["uri"]
     for path in sorted(files):
         for e in entries(path, files[path]):

@@ -104,6 +104,8 @@ def test_mirror_and_bad_input():
     assert "proxmox_host_pve_repository='free' is invalid: allowed values are no-subscription" in str(e.value)
     assert "not a known Proxmox VE base" in repos.plan(PVE8, "bullseye", False, "no-subscription",
                                                         release_data=RELEASES)["problems"][0]
+    # only checking: the release does not matter
+    assert repos.plan({}, "forky", False, "unmanaged", release_data=RELEASES)["problems"] == []
 
 
 def test_subscription_status_line():
