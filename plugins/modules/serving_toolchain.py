@@ -94,7 +94,7 @@ options:
       - The GPUs' architectures (gpu_facts C(gpus[].sm), e.g. C(sm_120)). With the nvcc compiler, a small CUDA kernel
         (libcu++ and C(cuda_fp8.h) includes, as FlashInfer's kernels have) is compiled for each architecture's
         target (C(sm_90a), C(sm_120a)), linked with C(-lcuda) and the CUDA runtime, and run in O(environment) on
-        each GPU of that architecture; its output is in RV(plan.kernels). Empty (no GPU seen) skips the kernel.
+        each GPU of that architecture; its output is in C(kernels) of RV(plan). Empty (no GPU seen) skips the kernel.
     type: list
     elements: str
     default: []
