@@ -26,7 +26,8 @@ SPEC.loader.exec_module(toolchain)
 def run(argv, env=None, cwd=None):
     e = dict(os.environ)
     e.update(env or {})
-    p = subprocess.run(argv, env=e, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    p = subprocess.run(argv, env=e, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                       check=False)
     return p.returncode, p.stdout, p.stderr
 
 

@@ -102,8 +102,8 @@ def test_mirror_and_bad_input():
     with pytest.raises(repos.RepoError) as e:
         repos.plan(PVE8, "bookworm", False, "free", "", RELEASES)
     assert "proxmox_host_pve_repository='free' is invalid: allowed values are no-subscription" in str(e.value)
-    assert "not a known Proxmox VE base" in repos.plan(PVE8, "bullseye", False, "no-subscription",
-                                                        release_data=RELEASES)["problems"][0]
+    res = repos.plan(PVE8, "bullseye", False, "no-subscription", release_data=RELEASES)
+    assert "not a known Proxmox VE base" in res["problems"][0]
     # only checking: the release does not matter
     assert repos.plan({}, "forky", False, "unmanaged", release_data=RELEASES)["problems"] == []
 
