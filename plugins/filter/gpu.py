@@ -8,6 +8,7 @@ kernel_header_packages  (kernel release, distribution, rule table) -> header pac
 secure_boot_state       (mokutil --sb-state stdout, stderr, rc) -> {state, signing_required, evidence}
 mok_enrollment_state    (mokutil --test-key stdout, stderr, rc) -> enrolled | not_enrolled | pending | invalid | unknown
 mok_enrollment_steps    certificate path on the host -> the operator's steps (list of lines)
+host_compute_stack      (mode, host_serves, cuda_version, install_nccl) -> toolkit / NCCL to install on the host
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,7 +17,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import dkms, nvidia_banner
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import dkms, host_stack, nvidia_banner
 
 
 def nvidia_module_version(text):
@@ -42,8 +43,15 @@ def mok_enrollment_steps(cert_path):
     return dkms.enrollment_steps(cert_path)
 
 
+def host_compute_stack(mode, serves, cuda_version, install_nccl):
+    try:
+        return host_stack.host_compute_stack(mode, serves, cuda_version, install_nccl)
+    except ValueError as exc:
+        raise AnsibleFilterError("host_compute_stack: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"nvidia_module_version": nvidia_module_version, "kernel_header_packages": kernel_header_packages,
-                "secure_boot_state": secure_boot_state, "mok_enrollment_state": mok_enrollment_state,
+        return {"host_compute_stack": host_compute_stack, "nvidia_module_version": nvidia_module_version,
+                "kernel_header_packages": kernel_header_packages, "secure_boot_state": secure_boot_state, "mok_enrollment_state": mok_enrollment_state,
                 "mok_enrollment_steps": mok_enrollment_steps}

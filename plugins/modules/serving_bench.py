@@ -175,6 +175,16 @@ options:
     description: Per-request limit in seconds (whole request).
     type: float
     default: 300
+  allow_queue_bound:
+    description:
+      - Before any load, the module reads the server's limits from SGLang's C(/get_server_info)
+        (C(internal_states[*].effective_max_running_requests_per_dp), else C(max_running_requests), and
+        C(max_total_num_tokens)). A level above the running-request cap, or whose requests need more KV tokens
+        than C(max_total_num_tokens), measures the server's queue, not its throughput, and is refused
+        (class C(queue_bound)) unless this is true; then it is measured, warned about and marked C(queue_bound)
+        in its result. A server without that endpoint is measured with a warning.
+    type: bool
+    default: false
   stall_timeout:
     description: Seconds without a byte from the server before a stream is classified C(stalled).
     type: float
@@ -474,6 +484,7 @@ def argument_spec():
         api_key=dict(type="str", no_log=True),
         timeout=dict(type="float", default=300.0),
         stall_timeout=dict(type="float", default=60.0),
+        allow_queue_bound=dict(type="bool", default=False),
         server_metrics=dict(type="str", choices=["auto", "require", "off"], default="auto"),
         server_metrics_tolerance=dict(type="float", default=0.02),
         client_processes=dict(type="int", default=0),

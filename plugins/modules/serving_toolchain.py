@@ -89,6 +89,15 @@ options:
     description: The table of C(roles/sglang/vars/cuda_compat.yml) (C(major_floor), C(minor_driver)).
     type: dict
     default: {}
+  gpu_archs:
+    description:
+      - The GPUs' architectures (gpu_facts C(gpus[].sm), e.g. C(sm_120)). With the nvcc compiler, a small CUDA kernel
+        (libcu++ and C(cuda_fp8.h) includes, as FlashInfer's kernels have) is compiled for each architecture's
+        target (C(sm_90a), C(sm_120a)), linked with C(-lcuda) and the CUDA runtime, and run in O(environment) on
+        each GPU of that architecture; its output is in C(kernels) of RV(plan). Empty (no GPU seen) skips the kernel.
+    type: list
+    elements: str
+    default: []
 notes:
   - Supports check mode; the checks only build in a temporary directory that is removed.
 extends_documentation_fragment:
@@ -126,7 +135,7 @@ torch:
   sample: {version: "2.14.1", cuda: "13.0", cuda_source: torch/version.py}
 plan:
   description: What the serving environment needs (C(c_extension), C(cuda_compiler), C(apt_packages),
-    C(pip_packages), C(cuda_home), C(cuda_version)).
+    C(pip_packages), C(cuda_home), C(cuda_version)); after the check, C(kernels) (per target C(ok) and C(output)).
   returned: always
   type: dict
 cuda_home:
@@ -173,6 +182,7 @@ def main():
             driver_source=dict(type="str"),
             driver_check=dict(type="bool", default=True),
             driver_rules=dict(type="dict", default={}),
+            gpu_archs=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -192,6 +202,7 @@ def main():
             "cuda_packages": p["cuda_packages"], "cubin_packages": p["cubin_packages"], "cuda_home": p["cuda_home"]})
         if p["driver_check"]:
             cuda_compat.validate_rules(p["driver_rules"])
+        toolchain.cuda_targets(p["gpu_archs"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     torch = {"version": probe["dists"].get("torch"), "cuda": plan["cuda_version"], "cuda_source": plan["cuda_source"]}
@@ -210,7 +221,7 @@ def main():
     try:
         if plan["c_extension"]:
             findings += toolchain.check_c(plan, probe, environ, workdir, run)
-        findings += toolchain.check_cuda(plan, probe, run)
+        findings += toolchain.check_cuda(plan, probe, run, workdir, p["gpu_archs"], environ)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if p["driver_check"]:

@@ -17,6 +17,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client as bench_client
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_limits
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_metrics
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.probes import DEFAULT_PROBES
 
@@ -34,7 +35,8 @@ class FakeClient(object):
     client_verdict = staticmethod(bench_client.client_verdict)
 
     def __init__(self, models=("tiny",), ttft=0.05, tpot=0.01, answer=None, errors_at_call=None,
-                 reject_ignore_eos=False, raise_at_call=None, usage_tokens=None, text="the quick brown fox jumps "):
+                 reject_ignore_eos=False, raise_at_call=None, usage_tokens=None, text="the quick brown fox jumps ",
+                 server_info=None):
         self.models = list(models)
         self.ttft = ttft
         self.tpot = tpot
@@ -45,7 +47,18 @@ class FakeClient(object):
         self.usage_tokens = usage_tokens
         self.text = text
         self.clock = 1000.0
+        # the /get_server_info object an SGLang server would answer; None = a server without it (HTTP 404)
+        self.server_info = server_info
+        self.info_calls = []
         self.calls = []  # (kind, n bodies, concurrency)
+
+    def get_server_info(self, base_url, api_key=None, timeout=10.0):
+        def get_json(url, key, t):
+            self.info_calls.append(url)
+            if self.server_info is None:
+                return 404, '{"detail":"Not Found"}'
+            return 200, json.dumps(self.server_info)
+        return server_limits.fetch(get_json, base_url, api_key, timeout)
 
     def get_models(self, base_url, api_key=None, timeout=10.0):
         if not self.models:

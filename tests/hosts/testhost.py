@@ -41,7 +41,9 @@ import uuid
 CACHE_DIR = os.environ.get("GPUHOST_TESTHOST_CACHE", "/var/cache/gpuhost-testhosts")
 STATE_BASE = os.environ.get("GPUHOST_TESTHOST_STATE", "/var/lib/gpuhost-testhosts")
 TAG = os.environ.get("GPUHOST_TESTHOST_TAG", "gh")
-SUITE = "bookworm"
+# Debian release of the test hosts: bookworm (Proxmox VE 8's base); GPUHOST_TESTHOST_SUITE=trixie builds Debian 13
+# hosts (Proxmox VE 9's base), with a rootfs of their own (the suite is part of the recipe id).
+SUITE = os.environ.get("GPUHOST_TESTHOST_SUITE", "bookworm")
 PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "python3", "python3-venv", "python3-apt", "python3-packaging", "openssh-server",
     "iproute2", "kmod", "udev", "pciutils", "ca-certificates", "procps", "sudo",

@@ -146,7 +146,7 @@ def test_unit_sandbox(host, name):
         assert node["path"] in allowed
     for later in layout.get("later", []):
         assert later not in allowed   # absent at deploy: only the device class covers it
-    for cls in ("char-nvidia-frontend", "char-nvidia-uvm", "char-nvidia-caps", "char-infiniband_verbs"):
+    for cls in ("char-nvidia", "char-nvidiactl", "char-nvidia-uvm", "char-nvidia-caps", "char-infiniband_verbs"):
         assert cls in allowed
     assert "SystemCallErrorNumber=EPERM" in unit and "MemoryDenyWriteExecute" not in unit
 

@@ -44,6 +44,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     HAS_AIOHTTP = False
     AIOHTTP_IMPORT_ERROR = e
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_limits
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import sse as bench_sse
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence
 
@@ -668,6 +669,11 @@ async def _get_json(url, api_key, timeout):
         async with s.get(url, headers=headers_for(api_key)) as r:
             body = await r.text()
             return r.status, body
+
+
+def get_server_info(base_url, api_key=None, timeout=10.0):
+    """The server's limits from SGLang's /get_server_info (bench/server_limits.py): (limits, None) or (None, why)."""
+    return server_limits.fetch(lambda url, key, t: asyncio.run(_get_json(url, key, t)), base_url, api_key, timeout)
 
 
 def get_models(base_url, api_key=None, timeout=10.0):

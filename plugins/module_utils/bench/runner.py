@@ -28,6 +28,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import workload as bench_workload
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import gpu_health as bench_health
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_limits
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_metrics
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.inputs import capacity_errors, parse_concurrency, validate
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.probes import DEFAULT_PROBES
@@ -198,6 +199,7 @@ class BenchRun(object):
         self.use_eos = False
         self.concurrency = []
         self.health_state = bench_health.state(params.get("gpu_health"))
+        self.queue_bound = {}
 
     # -- entry points -------------------------------------------------------------------------------------
 
@@ -230,6 +232,8 @@ class BenchRun(object):
         """The steps, and the ONE place that turns a failure into a saved partial result and a message."""
         try:
             self.resolve_model()
+            if not self.p["probes_only"]:
+                self.check_server_limits()
             if self.p["run_probes"] or self.p["probes_only"]:
                 self.probe()
             if self.p["probes_only"]:
@@ -263,6 +267,22 @@ class BenchRun(object):
                 model, p["base_url"], ", ".join(models[:10])))
         self.model = model
         self.out["model"] = model
+
+    def check_server_limits(self):
+        """Levels above the server's running-request cap (SGLang /get_server_info) measure its queue: refused
+        unless allow_queue_bound (bench/server_limits.py)."""
+        p = self.p
+        limits, why = self.client.get_server_info(p["base_url"], p["api_key"], timeout=min(p["timeout"], 15.0))
+        self.out["server_limits"] = limits
+        if limits is None:
+            self.warnings.append("server limits unknown (%s): queue-bound levels are not detected" % why)
+            return
+        err, warns, bound = server_limits.verdict(self.concurrency, limits, p["allow_queue_bound"], p["input_len"],
+                                                  p["output_len"])
+        self.queue_bound = bound
+        self.warnings.extend(warns)
+        if err:
+            raise BenchFailure("queue_bound", err)
 
     def probe(self):
         t0 = time.time()
@@ -453,6 +473,7 @@ class BenchRun(object):
         res = dict(ordered[len(ordered) // 2])
         res["trials"] = {"n": p["trials"], "metrics": agg}
         res["ignore_eos"] = self.use_eos
+        res["queue_bound"] = self.queue_bound.get(conc)
         sizing["requests"] = n
         sizing["short"] = res["duration_s"] < p["min_duration_s"]
         res["sizing"] = sizing

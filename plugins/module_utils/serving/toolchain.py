@@ -54,6 +54,100 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gpuhost_jit_probe", 
 PyMODINIT_FUNC PyInit_gpuhost_jit_probe(void) { return PyModule_Create(&module); }
 '''
 
+# CUDA side of the proof: what FlashInfer's JIT does for each GPU's architecture, in miniature. It includes what its
+# kernels include (libcu++ <cuda/std/...> from CCCL, <cuda_fp8.h>), is compiled by $CUDA_HOME/bin/nvcc for the GPU's
+# arch-specific target (sm_90a, sm_120a: flashinfer/jit/core.py builds with -gencode=arch=compute_XXa,code=sm_XXa),
+# linked against the driver API (-lcuda, through $CUDA_HOME/lib64/stubs as FlashInfer's cpp_ext links) and the CUDA
+# runtime, then run in the unit's environment on every GPU of that architecture: an fp8 round trip the host checks.
+# argv: <major> <minor>; exit 0 when it ran on at least one such GPU and every result was right.
+CUDA_SOURCE = r'''#include <cstdio>
+#include <cstdlib>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cuda_fp8.h>
+#include <cuda/std/cstdint>
+
+__global__ void gpuhost_probe(const float *in, float *out, cuda::std::uint32_t n) {
+    cuda::std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = float(__nv_fp8_e4m3(in[i])) * 2.0f;
+}
+
+int main(int argc, char **argv) {
+    int want_major = argc > 2 ? atoi(argv[1]) : -1, want_minor = argc > 2 ? atoi(argv[2]) : -1;
+    int drv = 0, count = 0, ran = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuDriverGetVersion(&drv) != CUDA_SUCCESS) {
+        fprintf(stderr, "cuInit failed: no usable NVIDIA driver or device\n");
+        return 2;
+    }
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) { fprintf(stderr, "cudaGetDeviceCount: %s\n", cudaGetErrorString(e)); return 2; }
+    for (int d = 0; d < count; ++d) {
+        cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, d) != cudaSuccess || p.major != want_major || p.minor != want_minor) continue;
+        const unsigned n = 256;
+        float h[n], r[n], *din = 0, *dout = 0;
+        for (unsigned i = 0; i < n; ++i) h[i] = 1.5f;
+        cudaSetDevice(d);
+        e = cudaMalloc(&din, n * sizeof(float));
+        if (e == cudaSuccess) e = cudaMalloc(&dout, n * sizeof(float));
+        if (e == cudaSuccess) e = cudaMemcpy(din, h, n * sizeof(float), cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) { gpuhost_probe<<<1, n>>>(din, dout, n); e = cudaGetLastError(); }
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+        if (e == cudaSuccess) e = cudaMemcpy(r, dout, n * sizeof(float), cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) { fprintf(stderr, "device %d: %s\n", d, cudaGetErrorString(e)); return 3; }
+        for (unsigned i = 0; i < n; ++i)
+            if (r[i] != 3.0f) { fprintf(stderr, "device %d: wrong result %f\n", d, r[i]); return 4; }
+        cudaFree(din);
+        cudaFree(dout);
+        printf("device %d (%s, cc %d.%d): kernel ran, fp8 round trip right\n", d, p.name, p.major, p.minor);
+        ++ran;
+    }
+    printf("gpuhost-cuda-probe: driver API %d, %d device(s) of cc %d.%d\n", drv, ran, want_major, want_minor);
+    return ran > 0 ? 0 : 5;
+}
+'''
+# Compute capabilities with an arch-specific target (the "a" suffix; CUDA programming guide, "Feature Availability":
+# sm_90a, sm_100a, sm_103a, sm_110a, sm_120a, sm_121a); the others get the plain target.
+ARCH_SPECIFIC = ("90", "100", "103", "110", "120", "121")
+_SM_RE = re.compile(r"^sm_(\d+)(\d)a?$")
+
+
+def cuda_targets(sms):
+    """gpu_facts' sm values (sm_120, sm_90) -> sorted unique [(target, major, minor)] e.g. ("sm_120a", 12, 0)."""
+    out = {}
+    for sm in sms or []:
+        match = _SM_RE.match(str(sm))
+        if not match:
+            raise ValueError("GPU architecture %r is not an sm_XY value (gpu_facts gpus[].sm)" % (sm,))
+        digits = match.group(1) + match.group(2)
+        target = "sm_%s%s" % (digits, "a" if digits in ARCH_SPECIFIC else "")
+        out[target] = (target, int(match.group(1)), int(match.group(2)))
+    return [out[k] for k in sorted(out)]
+
+
+def build_cuda_kernel(nvcc, home, target, workdir, run, environ=None):
+    """Compile, link and run CUDA_SOURCE for one target in the unit's environment. Returns (ok, detail, output)."""
+    name, major, minor = target
+    src = os.path.join(workdir, "gpuhost_cuda_probe.cu")
+    exe = os.path.join(workdir, "gpuhost_cuda_probe_" + name)
+    with open(src, "w") as fh:
+        fh.write(CUDA_SOURCE)
+    compute = "compute_" + name[3:]
+    argv = [nvcc, "-std=c++17", "-O2", "-gencode", "arch=%s,code=%s" % (compute, name), "-o", exe, src,
+            "-L" + os.path.join(home, "lib64", "stubs"), "-L" + os.path.join(home, "lib64"), "-lcuda"]
+    rc, out, err = run(argv, env=environ)
+    if rc != 0:
+        lines = [line for line in (err or out or "").splitlines() if line.strip()]
+        return False, "%s -gencode arch=%s,code=%s ... -lcuda failed (rc %d): %s" % (
+            nvcc, compute, name, rc, " | ".join(lines[:4]) or "no output"), (err or out)
+    rc, out, err = run([exe, str(major), str(minor)], env=environ)
+    text = ((out or "") + (err or "")).strip()
+    if rc != 0:
+        lines = [line for line in text.splitlines() if line.strip()]
+        return False, "built %s for %s but it did not run on a cc %d.%d GPU (rc %d): %s" % (
+            os.path.basename(exe), name, major, minor, rc, " | ".join(lines[-3:]) or "no output"), text
+    return True, "compiled, linked (-lcuda) and ran for %s: %s" % (name, " | ".join(text.splitlines())), text
+
 
 def parse_probe(text):
     """The JSON line VENV_PROBE printed (the last line: a sitecustomize may print before it)."""
@@ -216,8 +310,10 @@ def check_c(plan_, probe, environ, workdir, run):
     return findings
 
 
-def check_cuda(plan_, probe, run):
-    """Findings for nvcc under CUDA_HOME (mode nvcc) or the cubin package (mode flashinfer-cubin)."""
+def check_cuda(plan_, probe, run, workdir=None, gpu_archs=None, environ=None):
+    """Findings for nvcc under CUDA_HOME (mode nvcc) or the cubin package (mode flashinfer-cubin). With mode nvcc,
+    ``gpu_archs`` (gpu_facts' sm per GPU) and a ``workdir``: a small kernel compiled, linked and run per
+    architecture in the unit's environment ``environ``."""
     findings = []
     torch_label = "torch %s" % probe.get("dists", {}).get("torch", "?")
     cuda = plan_.get("cuda_version")
@@ -247,6 +343,18 @@ def check_cuda(plan_, probe, run):
                                  "sglang_toolchain_cuda_packages must include cuda-cudart-dev-%s"
                                  % cuda.replace(".", "-")))
         plan_["nvcc_cuda"] = found
+        targets = cuda_targets(gpu_archs)
+        if same_major and os.path.exists(header) and workdir and targets:
+            plan_["kernels"] = []
+            for target in targets:
+                ok, detail, output = build_cuda_kernel(nvcc, home, target, workdir, run, environ)
+                plan_["kernels"].append({"target": target[0], "ok": ok, "output": output})
+                findings.append(_finding("CUDA kernel %s" % target[0], ok, detail,
+                                         "the CUDA %s toolkit under CUDA_HOME=%s must compile and link for the GPU "
+                                         "(nvcc of CUDA %s or later knows %s; the headers, libcudart_static and the "
+                                         "libcuda stub come with sglang_toolchain_cuda_packages, now: %s), and the "
+                                         "driver must run it" % (cuda, home, cuda, target[0],
+                                                                 ", ".join(plan_.get("cuda_packages") or []) or "empty")))
     elif plan_["cuda_compiler"] == "flashinfer-cubin":
         dists = probe.get("dists", {})
         want, have = dists.get("flashinfer-python"), dists.get("flashinfer-cubin")

@@ -14,7 +14,7 @@ F = FilterModule().filters()
 
 
 def test_filter_names():
-    assert sorted(F) == ["kernel_header_packages", "mok_enrollment_state", "mok_enrollment_steps", "nvidia_module_version",
+    assert sorted(F) == ["host_compute_stack", "kernel_header_packages", "mok_enrollment_state", "mok_enrollment_steps", "nvidia_module_version",
                          "secure_boot_state"]
 
 
