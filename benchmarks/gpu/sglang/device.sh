@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The real-engine runner on the lent H200 machine (no network there; 64 MiB travels a run; the machine stays up
+# only ~30 s after a run returns, so chained runs must follow each other at once). Everything logs to $OUT.
+#   OUT=... bash benchmarks/gpu/sglang/device.sh stage PARTDIR     append the parts in PARTDIR to /tmp/sglang/parts
+#   OUT=... bash benchmarks/gpu/sglang/device.sh start [ARGS...]   unpack (once), start the server (setsid), wait
+#   OUT=... bash benchmarks/gpu/sglang/device.sh EXPERIMENT        record | bench (benchmarks/gpu/sglang/*.py)
+# The launch is the one that worked on this machine with the trimmed kernel package: triton attention, pytorch
+# sampling, no grammar backend, bf16, metrics on.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+OUT=${OUT:?set OUT}
+W=/tmp/sglang
+PORT=${PORT:-30000}
+mkdir -p "$W/parts" "$OUT"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONPATH=$W/site${PYTHONPATH:+:$PYTHONPATH}
+ts() { date -u +%FT%T.%3NZ; }
+case "${1:-}" in
+  stage)
+    cp -v "$2"/bundle.tar.xz.* "$W/parts/" | tee -a "$OUT/stage.log"; ls -l "$W/parts" >>"$OUT/stage.log" ;;
+  start)
+    shift
+    if [ ! -d "$W/site/sglang" ]; then
+      t0=$(date +%s.%N); cat "$W"/parts/bundle.tar.xz.* | xz -d | tar -C "$W" -xf -
+      echo "unpack $(echo "$(date +%s.%N) - $t0" | bc) s" | tee -a "$OUT/start.log"
+    fi
+    ARGS=(--model-path "$W/model" --served-model-name tiny --attention-backend triton --sampling-backend pytorch
+          --grammar-backend none --disable-cuda-graph --dtype bfloat16 --mem-fraction-static 0.3
+          --max-total-tokens 65536 --max-running-requests 256 --host 127.0.0.1 --port "$PORT" --enable-metrics "$@")
+    echo "$(ts) launch ${ARGS[*]}" | tee -a "$OUT/start.log"
+    t0=$(date +%s.%N)
+    setsid python3 -m sglang.launch_server "${ARGS[@]}" >"$W/server.log" 2>&1 < /dev/null &
+    echo $! >"$W/server.pid"
+    for i in $(seq 1 280); do
+      if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
+        echo "$(ts) ready after $(echo "$(date +%s.%N) - $t0" | bc) s" | tee -a "$OUT/start.log"; break
+      fi
+      kill -0 "$(cat "$W/server.pid")" 2>/dev/null || { echo "$(ts) server exited" | tee -a "$OUT/start.log"; break; }
+      sleep 1
+    done
+    cp "$W/server.log" "$OUT/server-start.log" ;;
+  record|bench)
+    python3 "$ROOT/benchmarks/gpu/sglang/$1.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" 2>&1 | tee "$OUT/$1.log"
+    cp "$W/server.log" "$OUT/server.log" ;;
+  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | record | bench" >&2; exit 2 ;;
+esac
