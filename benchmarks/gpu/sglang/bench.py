@@ -82,19 +82,21 @@ def main():
     ap.add_argument("--model-dir", default="/tmp/sglang/model")
     ap.add_argument("--levels", default="1,16,64,256")
     ap.add_argument("--num-prompts", type=int, default=256)
+    ap.add_argument("--c1-prompts", type=int, default=128, help="prompts at c=1 (a level of 256 there takes ~1 min)")
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args()
     raw = open(os.path.join(a.out, "bench-raw.jsonl"), "a")
     for c in [int(x) for x in a.levels.split(",")]:
+        n = a.c1_prompts if c == 1 else a.num_prompts
         for rnd in range(a.rounds):
             for fn in ("ours", "anchor"):
                 t0 = time.time()
                 try:
-                    row = (ours(a.base_url, a.model_dir, c, a.num_prompts, 32, 64, rnd) if fn == "ours" else
-                           anchor(a.base_url, a.model_dir, c, a.num_prompts, 32, 64, rnd, a.out))
+                    row = (ours(a.base_url, a.model_dir, c, n, 32, 64, rnd) if fn == "ours" else
+                           anchor(a.base_url, a.model_dir, c, n, 32, 64, rnd, a.out))
                 except Exception as exc:  # record and go on: the other runs still count
                     row = {"tool": fn, "c": c, "error": repr(exc)}
-                row.update(round=rnd + 1, started=t0, wall_s=round(time.time() - t0, 2))
+                row.update(round=rnd + 1, num_prompts=n, started=t0, wall_s=round(time.time() - t0, 2))
                 raw.write(json.dumps(row) + "\n")
                 raw.flush()
                 print("c=%d %s r%d: %s tok/s (server %s) ttft %s tpot %s itl p99 %s %s" % (

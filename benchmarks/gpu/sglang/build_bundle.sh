@@ -42,7 +42,7 @@ model() {
 step model model
 pack() {
   rm -f "$OUT"/parts/*
-  tar -C "$OUT/stage" -cf - site model | xz -T0 -6 | split -b "${PART_MB:-40}M" -d - "$OUT/parts/bundle.tar.xz."
+  tar -C "$OUT/stage" -cf - site model | xz -T0 "-${XZ_LEVEL:-1}" | split -b "${PART_MB:-40}M" -d - "$OUT/parts/bundle.tar.xz."
   ls -l "$OUT/parts"
 }
 step pack pack

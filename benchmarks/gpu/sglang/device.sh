@@ -42,5 +42,41 @@ case "${1:-}" in
   record|bench)
     python3 "$ROOT/benchmarks/gpu/sglang/$1.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" 2>&1 | tee "$OUT/$1.log"
     cp "$W/server.log" "$OUT/server.log" ;;
-  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | record | bench" >&2; exit 2 ;;
+  nvml)
+    nvidia-smi -q >"$OUT/h200-nvidia-smi-q.txt" 2>&1
+    python3 - >"$OUT/h200-pynvml.json" 2>"$OUT/h200-pynvml.err" <<'PY'
+import json, pynvml as n
+n.nvmlInit()
+h = n.nvmlDeviceGetHandleByIndex(0)
+def g(f, *a):
+    try:
+        v = f(h, *a)
+        return v.decode() if isinstance(v, bytes) else v
+    except Exception as e:  # a reading the driver refuses is a finding too
+        return "error: %s" % e
+out = {"driver": n.nvmlSystemGetDriverVersion(), "name": g(n.nvmlDeviceGetName),
+       "pcie_gen_current": g(n.nvmlDeviceGetCurrPcieLinkGeneration), "pcie_gen_max": g(n.nvmlDeviceGetMaxPcieLinkGeneration),
+       "pcie_width_current": g(n.nvmlDeviceGetCurrPcieLinkWidth), "pcie_width_max": g(n.nvmlDeviceGetMaxPcieLinkWidth),
+       "clocks_event_reasons": g(n.nvmlDeviceGetCurrentClocksThrottleReasons),
+       "persistence_mode": g(n.nvmlDeviceGetPersistenceMode), "ecc_mode": str(g(n.nvmlDeviceGetEccMode)),
+       "ecc_volatile_uncorrected": g(n.nvmlDeviceGetTotalEccErrors, 1, 0),
+       "ecc_aggregate_uncorrected": g(n.nvmlDeviceGetTotalEccErrors, 1, 1),
+       "ecc_volatile_corrected": g(n.nvmlDeviceGetTotalEccErrors, 0, 0),
+       "retired_pages_pending": g(n.nvmlDeviceGetRetiredPagesPendingStatus),
+       "temperature_c": g(n.nvmlDeviceGetTemperature, 0), "power_mw": g(n.nvmlDeviceGetPowerUsage)}
+print(json.dumps(out, indent=1, default=str))
+PY
+    ;;
+  failures)
+    # real failed starts, each on its own port, stopped after FAIL_S seconds: an attention backend whose kernel the
+    # trimmed package lacks, and an impossible memory fraction
+    for spec in "fa3:--attention-backend fa3 --mem-fraction-static 0.3" "memfrac:--mem-fraction-static 0.0001"; do
+      name=${spec%%:*}; extra=${spec#*:}
+      # shellcheck disable=SC2086
+      timeout "${FAIL_S:-120}" python3 -m sglang.launch_server --model-path "$W/model" --served-model-name tiny \
+        --sampling-backend pytorch --grammar-backend none --disable-cuda-graph --dtype bfloat16 \
+        --host 127.0.0.1 --port 30011 $extra >"$OUT/startup-fail-$name.log" 2>&1
+      echo "$name rc=$?" | tee -a "$OUT/failures.txt"
+    done ;;
+  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | record | bench | nvml | failures" >&2; exit 2 ;;
 esac

@@ -8,8 +8,21 @@ import argparse
 import http.client
 import json
 import os
+import sys
 import time
 from urllib.parse import urlparse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.join(ROOT, "collections"))
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client as bench_client  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.probes import DEFAULT_PROBES  # noqa: E402
+
+
+def probe_text(probe, api):
+    """runner.probe_text (runner imports ansible, which the device machine lacks)."""
+    if api == "chat":
+        return probe.get("question") or probe.get("prompt")
+    return probe.get("prompt") or probe.get("question")
 
 PROMPT = "The capital of France is"
 CHAT = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
@@ -47,6 +60,15 @@ def cases():
         yield "completions-%s-logprobs" % s, "/v1/completions", dict(base, prompt=PROMPT, stream=stream, logprobs=2)
         yield "chat-%s-logprobs" % s, "/v1/chat/completions", dict(base, messages=CHAT, stream=stream, logprobs=True,
                                                                    top_logprobs=2)
+    # the probes exactly as serving_bench sends them (probe_max_tokens 32 default), and the NaN probe (logprobs)
+    for api, path in (("completions", "/v1/completions"), ("chat", "/v1/chat/completions")):
+        for i, pr in enumerate(DEFAULT_PROBES):
+            yield "probe-%s-%d" % (api, i), path, json.loads(bench_client.build_payload(api, "tiny", probe_text(pr, api), 32))
+        yield "probe-%s-nan" % api, path, json.loads(bench_client.build_payload(api, "tiny", probe_text(DEFAULT_PROBES[0], api),
+                                                                                 32, logprobs=True))
+        # a load request as serving_bench sends it: 64 tokens, ignore_eos, usage
+        yield "load-%s-ignore_eos" % api, path, json.loads(bench_client.build_payload(
+            api, "tiny", "alpha bravo charlie delta echo foxtrot golf hotel india juliet", 64, ignore_eos=True))
     yield "error-unknown-model", "/v1/completions", dict(base, model="nope", prompt=PROMPT)
     yield "error-bad-max_tokens", "/v1/completions", dict(base, prompt=PROMPT, max_tokens=-1)
     yield "error-prompt-too-long", "/v1/completions", dict(base, prompt="word " * 200000)
