@@ -41,6 +41,10 @@ class BenchFailure(Exception):
         self.msg = msg
 
 
+# requests of the coherence sample (sent without ignore_eos when the load uses it)
+COHERENCE_SAMPLE = 8
+
+
 def new_run_id():
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
@@ -232,6 +236,7 @@ class BenchRun(object):
             self.build_workload()
             self.preflight()
             self.warmup()
+            self.coherence_sample()
             for conc in self.concurrency:
                 self.gate(conc, self.measure(conc))
         except BenchFailure as e:
@@ -408,6 +413,33 @@ class BenchRun(object):
         self.out["ignore_eos_accepted"] = accepted
         self.use_eos = bool(p["ignore_eos"] and accepted)
 
+    def coherence_sample(self):
+        """Under ignore_eos: a few requests of the workload sent without it, judged with every load check (the load
+        outputs themselves run past the model's end; see coherence.EOS_IGNORED_SKIPS). Too many incoherent ->
+        class incoherent."""
+        p = self.p
+        if not self.use_eos:
+            return
+        n = min(COHERENCE_SAMPLE, p["num_prompts"] or COHERENCE_SAMPLE)
+        bodies = [self.client.build_payload(self.api, self.model, self.prompts[i % len(self.prompts)], p["output_len"],
+                                            p["temperature"], False) for i in range(n)]
+        recs, dummy = self.client.run_load(p["base_url"], self.api, bodies, n, 1, timeout=min(p["timeout"], 120.0),
+                                           stall_timeout=p["stall_timeout"], api_key=p["api_key"],
+                                           checks=tuple(p["load_checks"]), keep_text=True)
+        ok = [r for r in recs if r.get("ok")]
+        bad = [r for r in ok if not r.get("coherent")]
+        flags = {}
+        for r in bad:
+            for f in r.get("flags") or []:
+                flags[f] = flags.get(f, 0) + 1
+        self.out["coherence_sample"] = {"requests": n, "completed": len(ok), "incoherent": len(bad), "flags": flags,
+                                        "samples": [r.get("text") for r in bad[:3]]}
+        if ok and float(len(bad)) / len(ok) > p["max_incoherent_rate"]:
+            raise BenchFailure("empty" if flags.get("empty") == len(bad) else "incoherent",
+                               "coherence sample (%d requests without ignore_eos): %d/%d outputs failed coherence "
+                               "checks (%s); sample: %r" % (n, len(bad), len(ok), ", ".join(
+                                   "%s=%d" % kv for kv in sorted(flags.items())), (bad[0].get("text") or "")[:120]))
+
     def bodies(self, n):
         p = self.p
         return [self.client.build_payload(self.api, self.model, self.prompts[i % len(self.prompts)], p["output_len"],
@@ -501,8 +533,9 @@ class BenchRun(object):
                 if len(samples) < 3:
                     samples.append(r.get("text"))
         res["incoherent_flags"] = flags
-        res["coherence_scope"] = ("the first %d words (ignore_eos: the text past the model's own end is not judged)"
-                                  % coherence.HEAD_WORDS if self.use_eos else "the whole output")
+        res["coherence_scope"] = ("whole output without %s (ignore_eos: past the model's own end a healthy model "
+                                  "loops; the coherence sample judges it)" % ", ".join(coherence.EOS_IGNORED_SKIPS)
+                                  if self.use_eos else "whole output, every detector")
         res["incoherent_samples"] = samples
         res["token_accounting"] = token_accounting(recs, self.count_tokens)
         res["num_prompts"] = len(bodies)

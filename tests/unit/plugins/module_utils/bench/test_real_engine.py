@@ -21,12 +21,12 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import runner
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_metrics as sm
-from ansible_collections.gpuhost.sglang.tests.harness.fake_bench_client import FakeClient
+from ansible_collections.gpuhost.sglang.tests.harness.fake_bench_client import ANSWERS, FakeClient
 from ansible_collections.gpuhost.sglang.tests.unit.plugins.module_utils.bench.test_runner import params
 
-# the tiny model's load output under ignore_eos on SGLang 0.5.17 (H200): an answer, then past its end a loop
-PAST_EOS = (" The capital of France is Paris. ats and answers s the end.y.y. quest.y.ats for the first quest"
-            + ".e" * 40 + ".")
+# the tiny model's load output under ignore_eos on SGLang 0.5.17 (H200, recorded: tests/fixtures/sglang-0.5.17,
+# load-chat-ignore_eos): a one-word answer, then past its end a loop from the second word
+PAST_EOS = "Shakespeare.er.er.er.ats theer.ers Shakespeare.ers Shakespeare.ers four.ers Shakespeare.ers Shakespeare.ers quest."
 LOOP_FROM_START = " the the the the the the the the the the the the the the the the the the the the"
 GARBAGE = u" \ufffd\ufffd\u0416\u4e2d\u0e01 \ufffd"
 
@@ -71,9 +71,11 @@ class SGLangShapedClient(FakeClient):
     """FakeClient timings and probes, but every load response goes through the real client.postprocess on SGLang
     shaped SSE bytes, and /metrics answers with the server's own counts."""
 
-    def __init__(self, load_text=PAST_EOS, completion_tokens=64, server_tokens=None, **kw):
+    def __init__(self, load_text=PAST_EOS, completion_tokens=64, server_tokens=None,
+                 plain_text=" The capital of France is Paris.", **kw):
         FakeClient.__init__(self, **kw)
         self.load_text = load_text
+        self.plain_text = plain_text
         self.completion_tokens = completion_tokens
         self.server_tokens = server_tokens  # None: the server's counter equals the usage it sent
         self.gen = self.prompt = self.reqs = 0
@@ -88,15 +90,15 @@ class SGLangShapedClient(FakeClient):
                  **kw):
         recs, stats = FakeClient.run_load(self, base_url, api, bodies, concurrency, processes, timeout,
                                           stall_timeout, api_key, count_tokens, prompt_tokens, checks, keep_text)
-        if keep_text:
-            return recs, stats
         out = []
         for body, r in zip(bodies, recs):
-            if not r["ok"]:
+            b = json.loads(body.decode("utf-8"))
+            prompt = b.get("prompt") or b["messages"][-1]["content"]
+            if not r["ok"] or (keep_text and prompt in ANSWERS):  # the probes: the fake's known answers
                 out.append(r)
                 continue
-            ignore = json.loads(body.decode("utf-8")).get("ignore_eos")
-            text = self.load_text if ignore else " The capital of France is Paris."
+            ignore = b.get("ignore_eos")
+            text = self.load_text if ignore else self.plain_text
             events = sglang_stream(text, self.completion_tokens, special=8)
             times = r["chunk_times"] + [r["end"]] * (len(events) - len(r["chunk_times"]))
             body_bytes, marks, n = b"", [], 0
@@ -106,8 +108,10 @@ class SGLangShapedClient(FakeClient):
                 n += 1
             raw = {"start": r["start"], "end": r["end"], "body": body_bytes, "marks": marks, "error": None}
             kwargs = {"eos_ignored": True} if kw.get("eos_ignored") else {}
-            rec = bench_client.postprocess(raw, api, count_tokens, 32, checks, False, **kwargs)
+            rec = bench_client.postprocess(raw, api, count_tokens, 32, checks, keep_text, **kwargs)
             out.append(rec)
+            if keep_text:
+                continue
             self.gen += self.server_tokens if self.server_tokens is not None else rec["output_tokens"]
             self.prompt += 32
             self.reqs += 1
@@ -125,12 +129,15 @@ def test_past_eos_text_under_ignore_eos_is_not_judged_but_the_answer_is(tmp_path
     assert not res.failed, res.msg
     lvl = res.out["results"][0]
     assert lvl["incoherent"] == 0 and lvl["coherent"] == 32
-    assert "first 16 words" in lvl["coherence_scope"]
+    assert "without repetition" in lvl["coherence_scope"]
+    assert res.out["coherence_sample"]["requests"] == 8 and res.out["coherence_sample"]["incoherent"] == 0
 
 
 def test_broken_model_outputs_still_fail_under_ignore_eos(tmp_path):
+    # a broken model's loop shows with or without ignore_eos: the coherence sample (sent without it) catches it
     for text, flag in ((LOOP_FROM_START, "repetition"), (GARBAGE, "replacement_chars"), ("  ", "empty")):
-        res = run(tmp_path, SGLangShapedClient(load_text=text))
+        res = run(tmp_path, SGLangShapedClient(load_text=text, plain_text=text if flag == "repetition" else
+                                               " The capital of France is Paris."))
         assert res.failed, text
         assert res.out["failure_class"] in ("incoherent", "empty"), res.msg
         assert flag in res.msg, res.msg
