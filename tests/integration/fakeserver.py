@@ -427,12 +427,14 @@ class Replay(object):
         if name:
             return await self.send(request, name)
         text = "".join(t for dummy, t in self.rec["metrics-after"]["reads"])
-        lines = []
+        lines, done = [], set()
         for line in text.splitlines():
             for c in self.COUNTERS:
-                if line.startswith(c + "{") or line.startswith(c + " "):
+                # the served counts go on the first series of each counter (SGLang exports one per label set)
+                if c not in done and (line.startswith(c + "{") or line.startswith(c + " ")):
                     head, val = line.rsplit(" ", 1)
                     line = "%s %s" % (head, float(val) + self.served[c])
+                    done.add(c)
             lines.append(line)
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 

@@ -22,7 +22,7 @@ case "${1:-}" in
     shift
     if [ ! -d "$W/site/sglang" ]; then
       t0=$(date +%s.%N); cat "$W"/parts/bundle.tar.xz.* | xz -d | tar -C "$W" -xf -
-      echo "unpack $(echo "$(date +%s.%N) - $t0" | bc) s" | tee -a "$OUT/start.log"
+      echo "unpack $(awk "BEGIN{print $(date +%s.%N) - $t0}") s" | tee -a "$OUT/start.log"
     fi
     ARGS=(--model-path "$W/model" --served-model-name tiny --attention-backend triton --sampling-backend pytorch
           --grammar-backend none --disable-cuda-graph --dtype bfloat16 --mem-fraction-static 0.3
@@ -32,8 +32,8 @@ case "${1:-}" in
     setsid python3 -m sglang.launch_server "${ARGS[@]}" >"$W/server.log" 2>&1 < /dev/null &
     echo $! >"$W/server.pid"
     for i in $(seq 1 280); do
-      if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
-        echo "$(ts) ready after $(echo "$(date +%s.%N) - $t0" | bc) s" | tee -a "$OUT/start.log"; break
+      if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$PORT/health', timeout=2)" 2>/dev/null; then
+        echo "$(ts) ready after $(awk "BEGIN{print $(date +%s.%N) - $t0}") s" | tee -a "$OUT/start.log"; break
       fi
       kill -0 "$(cat "$W/server.pid")" 2>/dev/null || { echo "$(ts) server exited" | tee -a "$OUT/start.log"; break; }
       sleep 1
