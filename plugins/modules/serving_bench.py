@@ -399,7 +399,8 @@ coherence_sample:
   description:
     - Under C(ignore_eos) the load outputs run past the model's own end and are not judged for repetition; this sample
       of up to 8 requests of the workload, sent without C(ignore_eos), is judged with every check (C(requests),
-      C(completed), C(incoherent), C(flags), C(samples)). Too many incoherent outputs fail the run (class incoherent).
+      C(completed), C(incoherent), C(flags), C(samples)). Too many repeating outputs there fail the run (class
+      incoherent); the other checks run on every load output.
   returned: when load ran with ignore_eos accepted
   type: dict
 run_id:

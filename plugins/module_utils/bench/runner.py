@@ -414,9 +414,8 @@ class BenchRun(object):
         self.use_eos = bool(p["ignore_eos"] and accepted)
 
     def coherence_sample(self):
-        """Under ignore_eos: a few requests of the workload sent without it, judged with every load check (the load
-        outputs themselves run past the model's end; see coherence.EOS_IGNORED_SKIPS). Too many incoherent ->
-        class incoherent."""
+        """Under ignore_eos: a few requests of the workload sent without it, judged for what the load outputs are not
+        (they run past the model's end; see coherence.EOS_IGNORED_SKIPS). Too many flagged -> class incoherent."""
         p = self.p
         if not self.use_eos:
             return
@@ -427,7 +426,8 @@ class BenchRun(object):
                                            stall_timeout=p["stall_timeout"], api_key=p["api_key"],
                                            checks=tuple(p["load_checks"]), keep_text=True)
         ok = [r for r in recs if r.get("ok")]
-        bad = [r for r in ok if not r.get("coherent")]
+        # only what the load itself cannot judge fails here; the other checks run on every load output
+        bad = [r for r in ok if set(r.get("flags") or []) & set(coherence.EOS_IGNORED_SKIPS)]
         flags = {}
         for r in bad:
             for f in r.get("flags") or []:
@@ -435,7 +435,7 @@ class BenchRun(object):
         self.out["coherence_sample"] = {"requests": n, "completed": len(ok), "incoherent": len(bad), "flags": flags,
                                         "samples": [r.get("text") for r in bad[:3]]}
         if ok and float(len(bad)) / len(ok) > p["max_incoherent_rate"]:
-            raise BenchFailure("empty" if flags.get("empty") == len(bad) else "incoherent",
+            raise BenchFailure("incoherent",
                                "coherence sample (%d requests without ignore_eos): %d/%d outputs failed coherence "
                                "checks (%s); sample: %r" % (n, len(bad), len(ok), ", ".join(
                                    "%s=%d" % kv for kv in sorted(flags.items())), (bad[0].get("text") or "")[:120]))
