@@ -421,6 +421,14 @@ ignore_eos_rejection:
   description: The server's answer when it rejected C(ignore_eos) (the run continued without it).
   returned: when the server rejected ignore_eos
   type: str
+coherence_sample:
+  description:
+    - Under C(ignore_eos) the load outputs run past the model's own end and are not judged for repetition; this sample
+      of up to 8 requests of the workload, sent without C(ignore_eos), is judged with every check (C(requests),
+      C(completed), C(incoherent), C(flags), C(samples)). Too many repeating outputs there fail the run (class
+      incoherent); the other checks run on every load output.
+  returned: when load ran with ignore_eos accepted
+  type: dict
 run_id:
   description: Run identifier.
   returned: always

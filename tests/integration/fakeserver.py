@@ -332,6 +332,113 @@ class Fake(object):
         return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
 
 
+class Replay(object):
+    """``--replay FILE``: serve the bytes a real server sent, recorded by benchmarks/gpu/sglang/record.py
+    (tests/fixtures/sglang-0.5.17/README.md), with their timing shape: each recorded socket read is written at
+    its recorded offset from the request's arrival (``--replay-speed`` scales the offsets). A request gets the
+    recording of the same kind: a probe prompt its own recorded answer, an unknown model, a negative max_tokens or
+    an overlong prompt the recorded error, otherwise the recorded exchange of the same API, stream flag,
+    ignore_eos and logprobs. /metrics serves the recorded text with the generation, prompt and request counters
+    advanced by what the replay served (the recorded usage), so the reconciliation sees a consistent server."""
+
+    COUNTERS = ("sglang:generation_tokens_total", "sglang:prompt_tokens_total", "sglang:num_requests_total")
+
+    def __init__(self, path, speed=1.0):
+        with open(path) as f:
+            self.rec = json.load(f)
+        self.speed = speed
+        self.model = None
+        self.by_prompt = {}
+        for name, ex in self.rec.items():
+            req = ex.get("request") or {}
+            body = req.get("body") or {}
+            self.model = self.model or body.get("model")
+            if name.startswith("probe-") and not name.endswith("-nan"):
+                self.by_prompt[(req["path"], self._prompt(body))] = name
+        self.served = {"sglang:generation_tokens_total": 0.0, "sglang:prompt_tokens_total": 0.0,
+                       "sglang:num_requests_total": 0.0}
+
+    @staticmethod
+    def _prompt(body):
+        if body.get("messages"):
+            return body["messages"][-1].get("content")
+        return body.get("prompt")
+
+    def pick(self, path, body):
+        api = "chat" if "chat" in path else "completions"
+        prompt = self._prompt(body) or ""
+        if body.get("model") != self.model:
+            return "error-unknown-model"
+        if int(body.get("max_tokens") or 1) < 0:
+            return "error-bad-max_tokens"
+        if len(prompt) > 100000:
+            return "error-prompt-too-long"
+        if (path, prompt) in self.by_prompt and not body.get("logprobs"):
+            return self.by_prompt[(path, prompt)]
+        if body.get("logprobs") and body.get("stream") and "probe-%s-nan" % api in self.rec:
+            return "probe-%s-nan" % api
+        if body.get("ignore_eos") and body.get("stream") and "load-%s-ignore_eos" % api in self.rec:
+            return "load-%s-ignore_eos" % api
+        name = "%s-%s%s" % (api, "stream" if body.get("stream") else "plain",
+                            "-ignore_eos" if body.get("ignore_eos") else ("-logprobs" if body.get("logprobs") else ""))
+        return name
+
+    async def send(self, request, name):
+        ex = self.rec[name]
+        t0 = time.monotonic()
+        headers = dict((k, v) for k, v in ex["headers"] if k.lower() in ("content-type",))
+        resp = web.StreamResponse(status=ex["status"], headers=headers)
+        await resp.prepare(request)
+        for at, text in ex["reads"]:
+            delay = t0 + at * self.speed - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await resp.write(text.encode("utf-8"))
+        await resp.write_eof()
+        usage = self.usage(ex)
+        if usage:
+            self.served["sglang:generation_tokens_total"] += usage.get("completion_tokens") or 0
+            self.served["sglang:prompt_tokens_total"] += usage.get("prompt_tokens") or 0
+            self.served["sglang:num_requests_total"] += 1
+        return resp
+
+    @staticmethod
+    def usage(ex):
+        body = "".join(t for dummy, t in ex.get("reads") or [])
+        found = None
+        for line in body.splitlines():
+            line = line[6:] if line.startswith("data: ") else line
+            if '"usage"' not in line:
+                continue
+            try:
+                u = json.loads(line).get("usage")
+            except ValueError:
+                continue
+            found = u or found
+        return found
+
+    async def post(self, request):
+        body = await request.json()
+        return await self.send(request, self.pick(request.path, body))
+
+    async def get(self, request):
+        name = {"/health": "health", "/health_generate": "health_generate", "/v1/models": "models",
+                "/get_server_info": "get_server_info"}.get(request.path)
+        if name:
+            return await self.send(request, name)
+        text = "".join(t for dummy, t in self.rec["metrics-after"]["reads"])
+        lines, done = [], set()
+        for line in text.splitlines():
+            for c in self.COUNTERS:
+                # the served counts go on the first series of each counter (SGLang exports one per label set)
+                if c not in done and (line.startswith(c + "{") or line.startswith(c + " ")):
+                    head, val = line.rsplit(" ", 1)
+                    line = "%s %s" % (head, float(val) + self.served[c])
+                    done.add(c)
+            lines.append(line)
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+
 # ---------------------------------------------------------------- helpers for the pytest side
 # (start a fake server as a subprocess; run the module like Ansible does)
 
@@ -399,6 +506,8 @@ def main(argv=None):
     ap.add_argument("--metrics", action="store_true")
     ap.add_argument("--metrics-skew", type=float, default=1.0)
     ap.add_argument("--metrics-prefix", default="sglang:", choices=["sglang:", "sglang_"])
+    ap.add_argument("--replay", help="serve a recording of a real server (see Replay)")
+    ap.add_argument("--replay-speed", type=float, default=1.0, help="scale the recorded read offsets")
     a = ap.parse_args(argv)
     fake = Fake(a)
     if a.metrics:
@@ -406,11 +515,18 @@ def main(argv=None):
         from sglang_metrics import SglangMetrics  # pylint: disable=import-outside-toplevel
         fake.metrics = SglangMetrics(a.model, a.metrics_prefix, a.metrics_skew)
     app = web.Application(client_max_size=16 << 20)
-    app.router.add_get("/v1/models", fake.models)
-    app.router.add_get("/health", fake.health)
-    app.router.add_post("/v1/completions", fake.completions)
-    app.router.add_post("/v1/chat/completions", fake.chat)
-    if fake.metrics is not None:
+    if a.replay:
+        rep = Replay(a.replay, a.replay_speed)
+        for path in ("/health", "/health_generate", "/v1/models", "/get_server_info", "/metrics"):
+            app.router.add_get(path, rep.get)
+        app.router.add_post("/v1/completions", rep.post)
+        app.router.add_post("/v1/chat/completions", rep.post)
+    else:
+        app.router.add_get("/v1/models", fake.models)
+        app.router.add_get("/health", fake.health)
+        app.router.add_post("/v1/completions", fake.completions)
+        app.router.add_post("/v1/chat/completions", fake.chat)
+    if fake.metrics is not None and not a.replay:
         app.router.add_get("/metrics", fake.prometheus)
 
     async def start():

@@ -114,8 +114,9 @@ def test_missing_usage_fails_by_default_and_falls_back_when_allowed(tmp_path):
 
 def test_server_dies_mid_run(tmp_path):
     rep = str(tmp_path / "rep")
-    # probes (8 + NaN probe) + preflight + 1 warmup = 11 requests, then 5 load requests, then exit
-    with fake_server("die_after", "--die-after", "16", "--itl", "0.005") as (url, dummy):
+    # probes (8 + NaN probe) + preflight + 1 warmup + the coherence sample (8, without ignore_eos) = 19 requests,
+    # then 5 load requests, then exit
+    with fake_server("die_after", "--die-after", "24", "--itl", "0.005") as (url, dummy):
         args = dict(SMALL)
         args.update(num_prompts=64, report_dir=rep)
         res, dummy = run_module(tmp_path, base_url=url, **args)
@@ -213,14 +214,14 @@ def test_regression_caught_and_unchanged_rerun_passes(tmp_path):
 
 def test_a_slow_phase_is_measured_again_and_passes_a_lasting_one_fails(tmp_path):
     """confirm_regressions: a level that fails the rule is measured again; a slow phase of the host (here the first
-    measurement's 17 requests, warmup included, at twice the ITL) passes on the re-measurement and stays on record; with
+    measurement's 25 requests, warmup and the coherence sample's 8 included, at twice the ITL) passes on the re-measurement and stays on record; with
     confirm_regressions 0 the same phase fails the run."""
     args = dict(SMALL, report_dir=str(tmp_path / "rep"), baseline_dir=str(tmp_path / "baselines"), run_probes=False,
                 fingerprint={"host": "fake"}, gate_metrics=["output_throughput", "tpot_ms.p50"], tolerance=0.15)
     with fake_server("ok", "--itl", "0.01") as (url, dummy):
         first, dummy = run_module(tmp_path, base_url=url, **args)
     assert not first.get("failed"), first.get("msg")
-    with fake_server("ok", "--itl", "0.01", "--slow-first", "17", "--slow-itl", "0.02") as (url, dummy):
+    with fake_server("ok", "--itl", "0.01", "--slow-first", "25", "--slow-itl", "0.02") as (url, dummy):
         phase, dummy = run_module(tmp_path, base_url=url, **args)
     assert not phase.get("failed"), phase.get("msg")
     reg = phase["results"][0]["regression"]
@@ -230,7 +231,7 @@ def test_a_slow_phase_is_measured_again_and_passes_a_lasting_one_fails(tmp_path)
     with open(os.path.join(args["report_dir"], "history.jsonl")) as f:
         hist = [json.loads(x) for x in f]
     assert [h["passed"] for h in hist if h["run_id"] == phase["run_id"]] == [False, True]  # nothing lost
-    with fake_server("ok", "--itl", "0.01", "--slow-first", "17", "--slow-itl", "0.02") as (url, dummy):
+    with fake_server("ok", "--itl", "0.01", "--slow-first", "25", "--slow-itl", "0.02") as (url, dummy):
         strict, dummy = run_module(tmp_path, base_url=url, confirm_regressions=0, **args)
     assert_failed(strict, "regression")
     assert "confirmed" not in strict["msg"] and "output_throughput baseline" in strict["msg"]

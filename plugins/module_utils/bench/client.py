@@ -446,8 +446,10 @@ async def run_shard_async(spec):
     return raws, loop_stats(lags, delays, state["busy"], cpu, wall, resolution)
 
 
-def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherence.DETECTORS, keep_text=False):
-    """Turn a raw response into a metrics record (see bench_metrics.compute)."""
+def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherence.DETECTORS, keep_text=False,
+                eos_ignored=False):
+    """Turn a raw response into a metrics record (see bench_metrics.compute). ``eos_ignored``: the request was sent
+    with ignore_eos, so its coherence is judged on the head of the text (coherence.detect_load)."""
     rec = {"ok": False, "error": raw.get("error"), "detail": raw.get("detail"), "start": raw["start"],
            "end": raw["end"], "chunk_times": [], "prompt_tokens": prompt_tokens, "output_tokens": 0,
            "usage": False, "coherent": False, "flags": [], "text": None, "logprobs": [],
@@ -469,7 +471,7 @@ def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherenc
         rec["detail"] = "stream ended without [DONE] or finish_reason after %d events" % p["events"]
         return rec
     text = p["text"]
-    rec["text_bytes"] = len(text.encode("utf-8"))  # metrics.usable_tokens: a usage count above this is impossible
+    rec["text_bytes"] = len(text.encode("utf-8"))  # metrics.usage_above_text: special tokens stream no text
     rec["chunk_times"] = p["chunk_times"]
     rec["chunks"] = len(p["chunk_times"])
     rec["finish_reason"] = p["finish_reason"]
@@ -489,7 +491,7 @@ def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherenc
     else:
         rec["output_tokens"] = len(p["chunk_times"])
         rec["token_source"] = "chunks"
-    rec["flags"] = coherence.detect(text, checks)
+    rec["flags"] = coherence.detect_load(text, checks, eos_ignored)
     rec["coherent"] = not rec["flags"]
     rec["ok"] = True
     if keep_text or rec["flags"]:
@@ -500,15 +502,16 @@ def postprocess(raw, api, count_tokens=None, prompt_tokens=None, checks=coherenc
     return rec
 
 
-def _shard_entry(spec, api, count_tokens, prompt_tokens, checks, keep_text):
+def _shard_entry(spec, api, count_tokens, prompt_tokens, checks, keep_text, eos_ignored=False):
     raws, stats = asyncio.run(run_shard_async(spec))
-    recs = [postprocess(r, api, count_tokens, pt, checks, keep_text) for r, pt in zip(raws, prompt_tokens)]
+    recs = [postprocess(r, api, count_tokens, pt, checks, keep_text, eos_ignored)
+            for r, pt in zip(raws, prompt_tokens)]
     return recs, stats
 
 
-def _child(conn, spec, api, count_tokens, prompt_tokens, checks, keep_text):
+def _child(conn, spec, api, count_tokens, prompt_tokens, checks, keep_text, eos_ignored=False):
     try:
-        out = _shard_entry(spec, api, count_tokens, prompt_tokens, checks, keep_text)
+        out = _shard_entry(spec, api, count_tokens, prompt_tokens, checks, keep_text, eos_ignored)
         conn.send(("ok", out))
     except BaseException:  # report to the parent, never die silently
         conn.send(("fatal", traceback.format_exc()[-2000:]))
@@ -568,8 +571,9 @@ def auto_processes(concurrency, per_process=STREAMS_PER_PROCESS, cpus=None):
 
 def run_load(base_url, api, bodies, concurrency, processes=1, timeout=300.0, stall_timeout=60.0,
              api_key=None, count_tokens=None, prompt_tokens=None, checks=coherence.DETECTORS,
-             keep_text=False, lag_interval=0.005):
-    """Send ``bodies`` with ``concurrency`` in flight over ``processes`` shards.
+             keep_text=False, lag_interval=0.005, eos_ignored=False):
+    """Send ``bodies`` with ``concurrency`` in flight over ``processes`` shards (``eos_ignored``: the bodies ask for
+    ignore_eos; see postprocess).
 
     Returns (records in body order, list of per-shard stats). A shard that crashes yields
     ``client_error`` records, never an exception.
@@ -585,7 +589,7 @@ def run_load(base_url, api, bodies, concurrency, processes=1, timeout=300.0, sta
                  "lag_interval": lag_interval}
     if processes == 1:
         spec = dict(base_spec, bodies=bodies, concurrency=concurrency, start_at=0)
-        recs, stats = _shard_entry(spec, api, count_tokens, prompt_tokens, checks, keep_text)
+        recs, stats = _shard_entry(spec, api, count_tokens, prompt_tokens, checks, keep_text, eos_ignored)
         return recs, [stats]
     import multiprocessing
     ctx = multiprocessing.get_context("fork")
@@ -597,7 +601,7 @@ def run_load(base_url, api, bodies, concurrency, processes=1, timeout=300.0, sta
         spec = dict(base_spec, bodies=[bodies[j] for j in idx], concurrency=conc, start_at=start_at)
         parent, child = ctx.Pipe(duplex=False)
         p = ctx.Process(target=_child, args=(child, spec, api, count_tokens, [prompt_tokens[j] for j in idx],
-                                             checks, keep_text), daemon=True)
+                                             checks, keep_text, eos_ignored), daemon=True)
         p.start()
         child.close()
         procs.append((p, parent, idx))

@@ -170,6 +170,26 @@ def detect(text, checks=DETECTORS):
     return flags
 
 
+# Load requests sent with ignore_eos run past the model's own end of sequence; what follows is not the model's
+# answer and degenerates into loops on a healthy model. Recorded on SGLang 0.5.17 (H200, the tiny model, chat,
+# 64 tokens, ignore_eos): "Shakespeare.er.er.er.ats theer.ers Shakespeare.ers Shakespeare.ers four.ers ..." -- the
+# answer is one word, the loop starts at the second. The stream does not show where the answer ended: chat skips
+# empty deltas (python/sglang/srt/entrypoints/openai/serving_chat.py ``if delta:``) and completions streams the
+# special tokens as empty-text events among empty events of other causes. So under ignore_eos a load output is
+# judged by the detectors a degenerate continuation of a healthy model does not fire (empty, U+FFFD and control
+# characters, script soup) on its whole text, and not for repetition; a loop from the first tokens -- a broken
+# model's loop -- is caught by the coherence sample, requests of the same workload sent without ignore_eos and
+# judged with every detector (runner.BenchRun.coherence_sample), and by the known-answer probes.
+EOS_IGNORED_SKIPS = ("repetition",)
+
+
+def detect_load(text, checks=DETECTORS, eos_ignored=False):
+    """:func:`detect` for one load output; under ignore_eos without the checks in EOS_IGNORED_SKIPS."""
+    if eos_ignored:
+        checks = tuple(c for c in checks if c not in EOS_IGNORED_SKIPS)
+    return detect(text, checks)
+
+
 def expect_forms(expect):
     """The spellings that count for ``expect``: itself, and the numeral of a number word or vice versa."""
     other = NUMBER_WORDS.get(expect.strip().lower()) or _NUMERAL_WORDS.get(expect.strip())

@@ -67,12 +67,13 @@ def peak_bucket(records, t0, bucket=1.0, t_end=None):
     return max(buckets.values()) / bucket
 
 
-def impossible_usage(r):
-    """The server's usage count cannot be true: more tokens than bytes of streamed text (a byte-level BPE token
-    decodes to at least one byte; unverified for tokenizers with empty-string tokens beyond the special ones). A
-    response that ended with ``finish_reason: stop`` may count one token more: the end-of-sequence token is generated
-    and counted but streams no text (measured on the sandbox's transformers engine: " ." and 2 completion tokens;
-    SGLang appends the EOS id to ``output_ids`` before its finish check, unverified against its usage code)."""
+def usage_above_text(r):
+    """The server's usage counts more completion tokens than the response streamed bytes of text. Not a fault:
+    special tokens (the end-of-sequence token, which ignore_eos keeps generating) are generated and counted but
+    stream no text (SGLang detokenizes with skip_special_tokens). Measured on SGLang 0.5.17 (H200, the tiny model,
+    ignore_eos, 64 tokens a request): 37-116 responses a level, while the server's own
+    ``sglang:generation_tokens_total`` agreed with the summed usage exactly. Whether the count is right is for the
+    server's counters to say (server_metrics.reconcile), never for a guess from the text."""
     nbytes = r.get("text_bytes")
     if not r.get("usage") or nbytes is None:
         return False
@@ -80,12 +81,8 @@ def impossible_usage(r):
 
 
 def usable_tokens(r):
-    """Output tokens of a record for throughput: the usage count, or when that is impossible the tokenizer's count
-    or the chunk count."""
-    if impossible_usage(r):
-        if r.get("tokenizer_tokens") is not None:
-            return r["tokenizer_tokens"]
-        return len(r.get("chunk_times") or [])
+    """Output tokens of a record for throughput: the server's usage count when it sent one (never replaced by a
+    guess), else the client's fallback count (tokenizer or chunks) that postprocess put in ``output_tokens``."""
     return r.get("output_tokens") or 0
 
 
@@ -137,7 +134,7 @@ def compute(records, concurrency=None):
         "request_throughput": round(len(good) / duration, 4) if duration > 0 else 0.0,
         "peak_output_throughput": round(max(peak_bucket(good, t0, t_end=t0 + duration),
                                             out_tok / duration if duration > 0 else 0.0), 3),
-        "impossible_usage": len([1 for r in good if impossible_usage(r)]),
+        "usage_above_text": len([1 for r in good if usage_above_text(r)]),
         "achieved_concurrency": round(sum(r["end"] - r["start"] for r in ok) / duration, 3) if duration > 0 else 0.0,
         "tokens_per_chunk": round(out_tok / float(chunks), 3) if chunks else None,
         "ttft_ms": dist(ttfts),

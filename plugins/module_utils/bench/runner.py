@@ -43,6 +43,10 @@ class BenchFailure(Exception):
         self.msg = msg
 
 
+# requests of the coherence sample (sent without ignore_eos when the load uses it)
+COHERENCE_SAMPLE = 8
+
+
 def new_run_id():
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
@@ -241,6 +245,7 @@ class BenchRun(object):
             self.build_workload()
             self.preflight()
             self.warmup()
+            self.coherence_sample()
             for conc in self.concurrency:
                 self.gate(conc, self.measure(conc))
         except BenchFailure as e:
@@ -433,6 +438,33 @@ class BenchRun(object):
         self.out["ignore_eos_accepted"] = accepted
         self.use_eos = bool(p["ignore_eos"] and accepted)
 
+    def coherence_sample(self):
+        """Under ignore_eos: a few requests of the workload sent without it, judged for what the load outputs are not
+        (they run past the model's end; see coherence.EOS_IGNORED_SKIPS). Too many flagged -> class incoherent."""
+        p = self.p
+        if not self.use_eos:
+            return
+        n = min(COHERENCE_SAMPLE, p["num_prompts"] or COHERENCE_SAMPLE)
+        bodies = [self.client.build_payload(self.api, self.model, self.prompts[i % len(self.prompts)], p["output_len"],
+                                            p["temperature"], False) for i in range(n)]
+        recs, dummy = self.client.run_load(p["base_url"], self.api, bodies, n, 1, timeout=min(p["timeout"], 120.0),
+                                           stall_timeout=p["stall_timeout"], api_key=p["api_key"],
+                                           checks=tuple(p["load_checks"]), keep_text=True)
+        ok = [r for r in recs if r.get("ok")]
+        # only what the load itself cannot judge fails here; the other checks run on every load output
+        bad = [r for r in ok if set(r.get("flags") or []) & set(coherence.EOS_IGNORED_SKIPS)]
+        flags = {}
+        for r in bad:
+            for f in r.get("flags") or []:
+                flags[f] = flags.get(f, 0) + 1
+        self.out["coherence_sample"] = {"requests": n, "completed": len(ok), "incoherent": len(bad), "flags": flags,
+                                        "samples": [r.get("text") for r in bad[:3]]}
+        if ok and float(len(bad)) / len(ok) > p["max_incoherent_rate"]:
+            raise BenchFailure("incoherent",
+                               "coherence sample (%d requests without ignore_eos): %d/%d outputs failed coherence "
+                               "checks (%s); sample: %r" % (n, len(bad), len(ok), ", ".join(
+                                   "%s=%d" % kv for kv in sorted(flags.items())), (bad[0].get("text") or "")[:120]))
+
     def bodies(self, n):
         p = self.p
         return [self.client.build_payload(self.api, self.model, self.prompts[i % len(self.prompts)], p["output_len"],
@@ -507,7 +539,7 @@ class BenchRun(object):
             recs, stats = self.client.run_load(
                 p["base_url"], self.api, bodies, concurrency=conc, processes=procs, timeout=p["timeout"],
                 stall_timeout=p["stall_timeout"], api_key=p["api_key"], count_tokens=self.count_tokens,
-                prompt_tokens=prompt_tokens, checks=tuple(p["load_checks"]))
+                prompt_tokens=prompt_tokens, checks=tuple(p["load_checks"]), eos_ignored=self.use_eos)
         res = bench_metrics.compute(recs, conc)
         res["sampling_noise"] = bench_metrics.sampling_noise(recs, conc)
         res["server_metrics"] = (server_metrics.finish(p["base_url"], before, recs, p["server_metrics_tolerance"],
@@ -527,18 +559,27 @@ class BenchRun(object):
                 if len(samples) < 3:
                     samples.append(r.get("text"))
         res["incoherent_flags"] = flags
+        res["coherence_scope"] = ("whole output without %s (ignore_eos: past the model's own end a healthy model "
+                                  "loops; the coherence sample judges it)" % ", ".join(coherence.EOS_IGNORED_SKIPS)
+                                  if self.use_eos else "whole output, every detector")
         res["incoherent_samples"] = samples
         res["token_accounting"] = token_accounting(recs, self.count_tokens)
         res["num_prompts"] = len(bodies)
         res["trial"] = trial + 1
         res["measured_tokens"] = mean_tokens(recs)
-        if res["token_accounting"]["impossible_usage"]:
-            msg = ("c=%d: %d responses reported more completion tokens than bytes of streamed text (impossible); "
-                   "their %s counts were used for throughput instead" % (
-                       conc, res["token_accounting"]["impossible_usage"],
-                       "tokenizer" if self.count_tokens else "chunk"))
-            if msg not in self.warnings:
-                self.warnings.append(msg)
+        above = res["token_accounting"]["usage_above_text"]
+        if above:
+            check = dict((c["metric"], c) for c in res["server_metrics"].get("checks") or []).get("generation_tokens")
+            if check and check.get("status") == "ok":
+                self.progress("c=%d: %d responses counted more completion tokens than bytes of streamed text "
+                              "(special tokens stream no text); the server's generation-token counter (%d) confirms "
+                              "the usage (%d): usage kept" % (conc, above, check["server"], check["client"]))
+            elif not check or check.get("status") != "disagree":
+                msg = ("c=%d: %d responses counted more completion tokens than bytes of streamed text (special tokens "
+                       "stream no text); their usage was kept, unchecked: the server's token counter was not read"
+                       % (conc, above))
+                if msg not in self.warnings:
+                    self.warnings.append(msg)
         self.progress("%s done: %.1f output tok/s, TTFT p50 %s ms, TPOT p50 %s ms, errors %s, incoherent %d%s" % (
             label, res["output_throughput"], res["ttft_ms"]["p50"], res["tpot_ms"]["p50"], res["errors"] or 0,
             res["incoherent"], ", CLIENT-BOUND (%s)" % reason if bound else ""))
@@ -784,7 +825,7 @@ def token_accounting(recs, count_tokens):
         acc["tokenizer_vs_usage_abs_diff"] = diff
         acc["tokenizer_vs_usage_rel"] = round(float(diff) / max(1, sum(a for a, dummy in pairs)), 4)
         acc["tokenizer_mismatched_requests"] = len([1 for a, b in pairs if a != b])
-    acc["impossible_usage"] = len([1 for r in usage if bench_metrics.impossible_usage(r)])
+    acc["usage_above_text"] = len([1 for r in usage if bench_metrics.usage_above_text(r)])
     chunks = sum(r.get("chunks", 0) for r in usage)
     if usage:
         acc["chunks_vs_usage"] = round(float(chunks) / max(1, sum(r["output_tokens"] for r in usage)), 4)

@@ -30,6 +30,16 @@ DEFAULT_SIGNATURES = [
      "hint": "CUDA graph capture failed: lower cuda-graph-max-bs or disable CUDA graphs for this backend."},
     {"class": "unsupported_arch", "pattern": r"Unsupported architecture|no kernel image is available for execution on the device",
      "hint": "A kernel of this build does not support this GPU architecture: choose a backend listed for it in the profile."},
+    # SGLang 0.5.17 with a kernel package that lacks FA3 (a trimmed sglang-kernel; recorded on an H200):
+    # "ImportError: Can not import FA3 in sgl_kernel. Please check your installation."
+    {"class": "unsupported_arch", "pattern": r"Can not import FA3 in sgl_kernel|cannot import name '\w+_ops' from 'sgl_kernel'",
+     "hint": "The installed kernel package has no kernel for this attention backend on this GPU: choose another "
+             "backend (triton needs none) or install the full kernel package."},
+    # SGLang 0.5.17, --mem-fraction-static 0.0001 (recorded on an H200): "ValueError: Loaded weights leave no GPU
+    # memory for the KV cache under --mem-fraction-static=0.0001. Raise --mem-fraction-static above 0.001 ..."
+    {"class": "no_kv_cache_memory", "pattern": r"leave no GPU memory for the KV cache",
+     "hint": "mem-fraction-static is too small to hold the weights and a KV cache: raise it (the engine's message "
+             "names the minimum)."},
     {"class": "out_of_memory", "pattern": r"CUDA out of memory|OutOfMemoryError|Not enough memory",
      "hint": "Out of GPU memory: lower mem-fraction-static (0.92 left headroom on the reference box) or max-running-requests."},
     {"class": "wedged_detokenizer", "pattern": r"Server couldn't get a response from detokenizer",

@@ -85,26 +85,27 @@ def test_peak_ignores_partial_buckets_at_the_edges():
     assert r["peak_output_throughput"] == pytest.approx(100.0, rel=0.02)
 
 
-def test_impossible_usage_count_is_flagged_and_not_used_for_throughput():
-    # the server claims 64 tokens for 10 streamed bytes (a token decodes to at least one byte) over 5 chunks
+def test_usage_above_the_streamed_bytes_is_counted_and_kept_for_throughput():
+    # SGLang 0.5.17 under ignore_eos: 64 tokens counted for 10 streamed bytes (special tokens stream no text); the
+    # server's own counter agreed with the usage, so the usage is what throughput uses
     good = rec(0.0, 0.1, 0.01, 10)
     good.update(text_bytes=40, usage=True)
-    bad = rec(0.0, 0.1, 0.01, 64, chunks=5)
-    bad.update(text_bytes=10, usage=True)
-    r = bm.compute([good, bad], 2)
-    assert r["impossible_usage"] == 1
-    assert r["output_tokens"] == 10 + 5  # the bad request counts its chunks, not the impossible usage
+    above = rec(0.0, 0.1, 0.01, 64, chunks=5)
+    above.update(text_bytes=10, usage=True)
+    r = bm.compute([good, above], 2)
+    assert r["usage_above_text"] == 1
+    assert r["output_tokens"] == 10 + 64
 
 
-def test_a_stop_token_counted_in_usage_is_not_impossible():
+def test_a_stop_token_counted_in_usage_is_not_above_the_text():
     # the sandbox engine's answer "." with completion_tokens 2: the end-of-sequence token streams no text
     eos = rec(0.0, 0.1, 0.01, 2, chunks=1)
     eos.update(text_bytes=1, usage=True, finish_reason="stop")
-    length = dict(eos, finish_reason="length")  # cut by max_tokens: every counted token streamed its bytes
+    length = dict(eos, finish_reason="length")  # cut by max_tokens
     two_more = dict(eos, output_tokens=3)  # one stop token is all a stop explains
-    assert bm.impossible_usage(eos) is False
-    assert bm.impossible_usage(length) is True and bm.impossible_usage(two_more) is True
-    assert bm.compute([eos], 1)["impossible_usage"] == 0
+    assert bm.usage_above_text(eos) is False
+    assert bm.usage_above_text(length) is True and bm.usage_above_text(two_more) is True
+    assert bm.compute([eos], 1)["usage_above_text"] == 0
 
 
 def test_sampling_noise_sees_a_load_change_during_the_level_and_none_when_steady():

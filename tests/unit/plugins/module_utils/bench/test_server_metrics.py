@@ -103,13 +103,23 @@ def test_client_miscounting_tokens_is_flagged():
     # the client counts 64 tokens per request, the server generated 80 per request
     v = _cross_check(_server_text(1000 + 800, 20, [("0.1", 0), ("0.2", 10), ("+Inf", 0)]), _records(10, 64, 0.15))
     assert v["status"] == "disagree"
-    assert "generation_tokens: server 800, client 640" in v["flags"][0]
+    assert "generation_tokens: the server counted 800, the responses' usage" in v["flags"][0]
+    assert "says 640" in v["flags"][0]
     assert "DISAGREE" in v["line"]
 
 
-def test_ttft_outside_the_server_bucket_is_flagged():
-    # the client saw 1.5 s TTFT; the server claims every first token within (0.1, 0.2]
+def test_ttft_above_the_server_bucket_is_reported_as_queueing():
+    # the client saw 1.5 s TTFT; the server's timer (handler to first output) put every first token in (0.1, 0.2]:
+    # the rest was spent outside that timer
     v = _cross_check(_server_text(1000 + 640, 20, [("0.1", 0), ("0.2", 10), ("+Inf", 0)]), _records(10, 64, 1.5))
+    assert v["status"] == "ok"
+    assert [c["status"] for c in v["checks"] if c["metric"] == "ttft_p50_s"] == ["queueing"]
+    assert v["notes"] and v["notes"][0].startswith("ttft p50")
+
+
+def test_ttft_below_the_server_bucket_is_flagged():
+    # the client saw 20 ms; the server's own timer, which runs inside the client's, saw more than 100 ms
+    v = _cross_check(_server_text(1000 + 640, 20, [("0.1", 0), ("0.2", 10), ("+Inf", 0)]), _records(10, 64, 0.02))
     assert v["status"] == "disagree"
     assert any(f.startswith("ttft p50") for f in v["flags"])
 

@@ -2,6 +2,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 import pytest
@@ -174,3 +175,27 @@ def test_hints_never_name_an_option_the_role_manages():
             # as a flag, as an option name to set, or through sglang_options (the role sets these itself)
             pattern = r"--%s\b|\b%s=|set %s\b|sglang_options" % ((re.escape(opt),) * 3)
             assert not re.search(pattern, sig["hint"]), (sig["class"], opt)
+
+
+REAL = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "fixtures", "sglang-0.5.17")
+RUNNING = {"ActiveState": "active", "SubState": "running", "NRestarts": "0"}
+
+
+@pytest.mark.parametrize("log,cls,words", [
+    ("startup-fail-fa3.log", "unsupported_arch", "Can not import FA3 in sgl_kernel"),
+    ("startup-fail-memfrac.log", "no_kv_cache_memory", "Raise --mem-fraction-static above 0.001"),
+])
+def test_real_sglang_startup_failures_are_named(log, cls, words):
+    # SGLang 0.5.17 on an H200: the process stays up after the scheduler's exception, so the journal decides
+    with open(os.path.join(REAL, log)) as f:
+        lines = f.read().splitlines()
+    v = sr.classify(lines, RUNNING, sr.compile_signatures(sr.DEFAULT_SIGNATURES), healthy=False)
+    assert v["state"] == "failed" and v["cls"] == cls, v
+    assert words in v["evidence"]
+
+
+def test_real_sglang_good_start_is_ready():
+    with open(os.path.join(REAL, "startup-good.log")) as f:
+        lines = f.read().splitlines()
+    v = sr.classify(lines, RUNNING, sr.compile_signatures(sr.DEFAULT_SIGNATURES), healthy=True)
+    assert v["state"] == "ready", v

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The real-engine runner on the lent H200 machine (no network there; 64 MiB travels a run; the machine stays up
+# only ~30 s after a run returns, so chained runs must follow each other at once). Everything logs to $OUT.
+#   OUT=... bash benchmarks/gpu/sglang/device.sh stage PARTDIR     append the parts in PARTDIR to /tmp/sglang/parts
+#   OUT=... bash benchmarks/gpu/sglang/device.sh start [ARGS...]   unpack (once), start the server (setsid), wait
+#   OUT=... bash benchmarks/gpu/sglang/device.sh EXPERIMENT        record | bench (benchmarks/gpu/sglang/*.py)
+# The launch is the one that worked on this machine with the trimmed kernel package: triton attention, pytorch
+# sampling, no grammar backend, bf16, metrics on.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+OUT=${OUT:?set OUT}
+W=/tmp/sglang
+PORT=${PORT:-30000}
+mkdir -p "$W/parts" "$OUT"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONPATH=$W/site${PYTHONPATH:+:$PYTHONPATH}
+ts() { date -u +%FT%T.%3NZ; }
+case "${1:-}" in
+  stage)
+    cp -v "$2"/bundle.tar.xz.* "$W/parts/" | tee -a "$OUT/stage.log"; ls -l "$W/parts" >>"$OUT/stage.log" ;;
+  start)
+    shift
+    if [ ! -d "$W/site/sglang" ]; then
+      t0=$(date +%s.%N); cat "$W"/parts/bundle.tar.xz.* | xz -d | tar -C "$W" -xf -
+      echo "unpack $(awk "BEGIN{print $(date +%s.%N) - $t0}") s" | tee -a "$OUT/start.log"
+    fi
+    ARGS=(--model-path "$W/model" --served-model-name tiny --attention-backend triton --sampling-backend pytorch
+          --grammar-backend none --disable-cuda-graph --dtype bfloat16 --mem-fraction-static 0.3
+          --max-total-tokens 65536 --max-running-requests 256 --host 127.0.0.1 --port "$PORT" --enable-metrics "$@")
+    echo "$(ts) launch ${ARGS[*]}" | tee -a "$OUT/start.log"
+    t0=$(date +%s.%N)
+    setsid python3 -m sglang.launch_server "${ARGS[@]}" >"$W/server.log" 2>&1 < /dev/null &
+    echo $! >"$W/server.pid"
+    for i in $(seq 1 280); do
+      if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$PORT/health', timeout=2)" 2>/dev/null; then
+        echo "$(ts) ready after $(awk "BEGIN{print $(date +%s.%N) - $t0}") s" | tee -a "$OUT/start.log"; break
+      fi
+      kill -0 "$(cat "$W/server.pid")" 2>/dev/null || { echo "$(ts) server exited" | tee -a "$OUT/start.log"; break; }
+      sleep 1
+    done
+    cp "$W/server.log" "$OUT/server-start.log" ;;
+  record|bench)
+    python3 "$ROOT/benchmarks/gpu/sglang/$1.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" 2>&1 | tee "$OUT/$1.log"
+    cp "$W/server.log" "$OUT/server.log" ;;
+  nvml)
+    nvidia-smi -q >"$OUT/h200-nvidia-smi-q.txt" 2>&1
+    python3 - >"$OUT/h200-pynvml.json" 2>"$OUT/h200-pynvml.err" <<'PY'
+import json, pynvml as n
+n.nvmlInit()
+h = n.nvmlDeviceGetHandleByIndex(0)
+def g(f, *a):
+    try:
+        v = f(h, *a)
+        return v.decode() if isinstance(v, bytes) else v
+    except Exception as e:  # a reading the driver refuses is a finding too
+        return "error: %s" % e
+out = {"driver": n.nvmlSystemGetDriverVersion(), "name": g(n.nvmlDeviceGetName),
+       "pcie_gen_current": g(n.nvmlDeviceGetCurrPcieLinkGeneration), "pcie_gen_max": g(n.nvmlDeviceGetMaxPcieLinkGeneration),
+       "pcie_width_current": g(n.nvmlDeviceGetCurrPcieLinkWidth), "pcie_width_max": g(n.nvmlDeviceGetMaxPcieLinkWidth),
+       "clocks_event_reasons": g(n.nvmlDeviceGetCurrentClocksThrottleReasons),
+       "persistence_mode": g(n.nvmlDeviceGetPersistenceMode), "ecc_mode": str(g(n.nvmlDeviceGetEccMode)),
+       "ecc_volatile_uncorrected": g(n.nvmlDeviceGetTotalEccErrors, 1, 0),
+       "ecc_aggregate_uncorrected": g(n.nvmlDeviceGetTotalEccErrors, 1, 1),
+       "ecc_volatile_corrected": g(n.nvmlDeviceGetTotalEccErrors, 0, 0),
+       "retired_pages_pending": g(n.nvmlDeviceGetRetiredPagesPendingStatus),
+       "temperature_c": g(n.nvmlDeviceGetTemperature, 0), "power_mw": g(n.nvmlDeviceGetPowerUsage)}
+print(json.dumps(out, indent=1, default=str))
+PY
+    ;;
+  failures)
+    # real failed starts, each on its own port, stopped after FAIL_S seconds: an attention backend whose kernel the
+    # trimmed package lacks, and an impossible memory fraction
+    for spec in "fa3:--attention-backend fa3 --mem-fraction-static 0.3" "memfrac:--mem-fraction-static 0.0001"; do
+      name=${spec%%:*}; extra=${spec#*:}
+      # shellcheck disable=SC2086
+      timeout "${FAIL_S:-120}" python3 -m sglang.launch_server --model-path "$W/model" --served-model-name tiny \
+        --sampling-backend pytorch --grammar-backend none --disable-cuda-graph --dtype bfloat16 \
+        --host 127.0.0.1 --port 30011 $extra >"$OUT/startup-fail-$name.log" 2>&1
+      echo "$name rc=$?" | tee -a "$OUT/failures.txt"
+    done ;;
+  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | record | bench | nvml | failures" >&2; exit 2 ;;
+esac

@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""serving_bench against the replayed bytes of a real SGLang 0.5.17 (tests/fixtures/sglang-0.5.17: recorded on an
+H200 with the tiny model), through the fake server's replay mode: the probes get SGLang's own answers, the load its
+own ignore_eos stream (a one-word answer, then a loop past the model's end), /metrics its own exposition."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from fakeserver import fake_server, run_module  # pylint: disable=import-error
+
+REC = os.path.join(os.path.dirname(__file__), "..", "fixtures", "sglang-0.5.17", "exchanges.json")
+SMALL = dict(input_len=8, output_len=64, concurrency=4, num_prompts=16, warmup=1, plots=False, model="tiny")
+
+
+def test_real_sglang_chat_load_under_ignore_eos_passes_with_its_probes(tmp_path):
+    with fake_server("ok", "--replay", REC) as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, api="chat", **SMALL)
+    assert not res.get("failed"), res.get("msg")
+    assert res["coherence"]["probes_passed"] == res["coherence"]["probes_total"] == 8
+    lvl = res["results"][0]
+    assert lvl["incoherent"] == 0 and "without repetition" in lvl["coherence_scope"]
+    assert res["coherence_sample"]["incoherent"] == 0
+    assert lvl["output_tokens"] == 64 * 16  # SGLang's usage
+    gen = [c for c in lvl["server_metrics"]["checks"] if c["metric"] == "generation_tokens"][0]
+    assert gen["status"] == "ok" and gen["server"] == 64 * 16
+
+
+def test_real_sglang_usage_above_its_text_is_kept(tmp_path):
+    # completions, 32 tokens, ignore_eos: 29 bytes of text for 32 counted tokens (special tokens stream no text)
+    with open(REC) as f:
+        rec = json.load(f)
+    rec["load-completions-ignore_eos"] = rec["completions-stream-ignore_eos"]
+    path = str(tmp_path / "rec.json")
+    with open(path, "w") as f:
+        json.dump(rec, f)
+    with fake_server("ok", "--replay", path) as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, **dict(SMALL, output_len=32, run_probes=False))
+    assert not res.get("failed"), res.get("msg")
+    lvl = res["results"][0]
+    assert lvl["usage_above_text"] == 16 and lvl["output_tokens"] == 32 * 16
+    assert lvl["server_metrics"]["status"] == "ok", lvl["server_metrics"]
