@@ -217,10 +217,35 @@ def test_good_config_passes_the_gate(host):
     assert_lkg_serving(host)
 
 
+# A unit start, as systemd logs it (catalog entry "Unit started": systemd's catalog/systemd.catalog.in, the
+# SD_MESSAGE_UNIT_STARTED id of src/systemd/sd-messages.h)
+UNIT_STARTED = "39f53479d3a045ac8e11786248231fbf"
+
+
+def starts_since(host, epoch):
+    """How many times sglang.service was started on the host since ``epoch`` (host clock)."""
+    return int(ssh(host, "journalctl -q --no-pager -u sglang.service MESSAGE_ID=%s --since @%d -o cat | wc -l"
+                         % (UNIT_STARTED, epoch)))
+
+
+def live_argv(host):
+    return json.loads(ssh(host, "cat /etc/sglang/last-known-good/meta.json"))["argv"], \
+        ssh(host, "systemctl show -p ExecStart --value sglang.service")
+
+
 def test_second_run_changes_nothing(host):
-    rc, out, counts = deploy(host)
+    # stage 50 has just proven the plain rerun at changed=0: this one adds a fallback that would fail (transformers
+    # serve cannot start on a CUDA device here). The base passes without a restart, so the fallback is never tried.
+    before = serving_state(host)
+    rc, out, counts = deploy(host, {"sglang_fallback_chain": [{"device": "cuda"}]})
     assert rc == 0, out[-3000:]
+    assert "candidate 0 passed the gate" in out, out[-3000:]
+    assert "candidate 1 passed the gate" not in out, out[-3000:]
     assert counts.get("changed") == 0, out[-3000:]
+    after = assert_lkg_serving(host)
+    assert after["since"] == before["since"], "the server was restarted although its configuration did not change"
+    assert ssh(host, "systemctl is-active sglang.service") == "active"
+    assert "cuda" not in live_argv(host)[1], "the failing fallback was installed"
 
 
 def test_misspelled_flag_rejected_before_restart(host):
@@ -251,7 +276,8 @@ def test_broken_model_fails_the_canary_and_is_rolled_back(host, broken):
 
 def test_fallback_chain_takes_the_second_entry(host):
     cuda = {"device": "cuda", "continuous-batching": True, "cb-num-blocks": 256, "cb-max-batch-tokens": 2048}
-    rc, out, _counts = deploy(host, {"sglang_options": cuda, "sglang_fallback_chain": [{"device": "cpu"}]})
+    # the fallback also differs from the default in cb-num-blocks, so that the next case restarts the default
+    rc, out, _counts = deploy(host, {"sglang_options": cuda, "sglang_fallback_chain": [{"device": "cpu", "cb-num-blocks": 128}]})
     assert rc == 0, out[-3000:]
     assert "candidate 1 passed the gate" in out
     assert_lkg_serving(host)
@@ -291,9 +317,27 @@ def assert_converges(host):
 
 
 def test_fault_cases_start_from_the_default_configuration(host):
-    rc, out, _counts = deploy(host)
+    # The live server is the previous case's fallback (another configuration): the default restarts it once. Two
+    # harmless fallbacks in the chain must not be installed, restarted or gated after the base passed, and the
+    # rerun with the same chain changes nothing and keeps the same server process.
+    chain = {"sglang_fallback_chain": [{"cb-num-blocks": 128}, {"cb-num-blocks": 64}]}
+    epoch = int(ssh(host, "date +%s"))
+    rc, out, _counts = deploy(host, chain)
     assert rc == 0, out[-3000:]
-    assert_converges(host)
+    assert "candidate 0 passed the gate" in out, out[-3000:]
+    for later in ("candidate 1 passed the gate", "candidate 2 passed the gate"):
+        assert later not in out, out[-3000:]
+    assert starts_since(host, epoch) == 1, "expected exactly one restart of the server"
+    recorded, exec_start = live_argv(host)
+    assert "--cb-num-blocks" in recorded and recorded[recorded.index("--cb-num-blocks") + 1] == "256", recorded
+    assert "--cb-num-blocks 256" in exec_start, exec_start
+    since = serving_state(host)["since"]
+    rc, out, counts = deploy(host, chain)
+    assert rc == 0, out[-3000:]
+    assert counts.get("changed") == 0, out[-3000:]
+    assert_record_whole(host)
+    assert assert_lkg_serving(host)["since"] == since, "the rerun restarted the server"
+    assert starts_since(host, epoch) == 1, "the rerun restarted the server"
 
 
 @pytest.mark.parametrize("name,value,message", [
