@@ -112,14 +112,16 @@ def deploy(host, extra=None, args=()):
 
 
 def deploy_with_fault(host, extra, faults, timeout=900):
-    """Run a deploy; when a task header matches a pattern of ``faults`` ([(regex, action)]), run the action
-    (a callable taking the Popen) once, in order. Returns deploy()'s tuple and the actions' results."""
+    """Run a deploy; when a line of its output (a task header, or a progress line of the deploy transaction such as
+    "sgrole: candidate 0: restarted (...), waiting for readiness") matches a pattern of ``faults`` ([(regex,
+    action)]), run the action (a callable taking the Popen) once, in order. Returns deploy()'s tuple and the
+    actions' results."""
     cmd, env = deploy_cmd(host, extra)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, done, deadline = [], [], time.monotonic() + timeout
     for line in proc.stdout:
         lines.append(line)
-        if len(done) < len(faults) and line.startswith("TASK [") and re.search(faults[len(done)][0], line):
+        if len(done) < len(faults) and re.search(faults[len(done)][0], line):
             done.append(faults[len(done)][1](proc))
         if time.monotonic() > deadline:
             proc.kill()
@@ -401,7 +403,7 @@ def test_crash_after_several_deploys_comes_back(host):
 @pytest.mark.long
 def test_sigkill_during_readiness_wait_rolls_back(host):
     (rc, out, _counts), done = deploy_with_fault(host, {"sglang_environment": {"GPUHOST_FAULT": "kill-ready"}}, [
-        (r"Gate \| wait for the server", lambda proc: ssh(host, KILL_MAIN % ("activating", "KILL")))])
+        (r"candidate 0: restarted \(", lambda proc: ssh(host, KILL_MAIN % ("activating", "KILL")))])
     assert done and done[0], "the server was not killed while starting"
     assert_rolled_back(rc, out, "startup_failure", host, "sigkill_readiness")
     assert_converges(host)
@@ -443,9 +445,9 @@ def test_sigkill_during_canary_rolls_back(host):
     # stopped right after ready, killed when the canary starts: the canary cannot have finished before the kill
     (rc, out, _counts), done = deploy_with_fault(
         host, {"sglang_environment": {"GPUHOST_FAULT": "kill-canary"}, "sglang_gate_timeout": 20}, [
-            (r"Gate \| load time", lambda proc: ssh(host, KILL_MAIN % ("active", "STOP"))),
-            (r"Gate \| coherence canary", lambda proc: ssh(host, KILL_MAIN % ("active", "KILL")))])
-    assert len(done) == 2
+            (r"candidate 0: ready after .*coherence canary",
+             lambda proc: (ssh(host, KILL_MAIN % ("active", "STOP")), ssh(host, KILL_MAIN % ("active", "KILL"))))])
+    assert len(done) == 1 and all(done[0])
     assert_rolled_back(rc, out, "incoherent", host, "sigkill_canary")
     assert_converges(host)
 
@@ -455,7 +457,7 @@ def test_sigint_after_restart_then_rerun_converges(host):
     extra = {"sglang_environment": {"GPUHOST_FAULT": "sigint"}}
     before = assert_record_whole(host)
     (rc, out, _counts), done = deploy_with_fault(host, extra, [
-        (r"Gate \| wait for the server", lambda proc: proc.send_signal(signal.SIGINT) or True)])
+        (r"candidate 0: restarted \(", lambda proc: proc.send_signal(signal.SIGINT) or True)])
     assert done and rc != 0, out[-3000:]
     # interrupted: the record is still the previous one, whole
     assert assert_record_whole(host)["unit_b64"] == before["unit_b64"]

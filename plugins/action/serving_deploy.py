@@ -1,0 +1,179 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of gpuhost.sglang.serving_deploy: runs plugins/plugin_utils/deploy.py's transaction against the
+host through modules (serving_unit for files and systemd, serving_ready for readiness, serving_bench for the
+canary under the engine venv's interpreter). Documentation: plugins/modules/serving_deploy.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import DeployFailed, DeployTransaction
+
+display = Display()
+
+ARGS = {
+    "unit": str, "unit_dir": str, "env_file": str, "lkg_dir": str, "env_content": str, "candidates": list,
+    "health_url": str, "base_url": str, "ready_timeout": int, "probes": bool, "canary": dict, "canary_python": str,
+    "lkg_update": bool, "retry_failed": bool, "meta": dict, "install_dir": str, "timeout_start_sec_min": int,
+    "api_key": str, "restore": bool,
+}
+REQUIRED = ("unit", "env_file", "lkg_dir", "health_url", "base_url", "canary_python")
+DEFAULTS = {"unit_dir": "/etc/systemd/system", "ready_timeout": 1800, "probes": True, "canary": {}, "lkg_update": True,
+            "retry_failed": False, "meta": {}, "install_dir": "", "timeout_start_sec_min": 300, "api_key": "",
+            "restore": False, "candidates": [], "env_content": None}
+
+
+def check_args(args):
+    """The options, typed, with defaults; a clear error naming the first one that is wrong."""
+    unknown = sorted(set(args) - set(ARGS))
+    if unknown:
+        raise AnsibleActionFail("serving_deploy: unknown option(s) %s: allowed %s" % (", ".join(unknown), ", ".join(sorted(ARGS))))
+    out = dict(DEFAULTS)
+    for name in REQUIRED:
+        if args.get(name) in (None, ""):
+            raise AnsibleActionFail("serving_deploy: %s is required" % name)
+    for name, value in args.items():
+        kind = ARGS[name]
+        if value is None:
+            continue
+        if kind is int:
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                raise AnsibleActionFail("serving_deploy: %s=%r is not an integer" % (name, value))
+        elif kind is bool:
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false", "yes", "no", "1", "0"):
+                    raise AnsibleActionFail("serving_deploy: %s=%r is not a boolean: allowed true or false" % (name, value))
+                value = value.lower() in ("true", "yes", "1")
+            value = bool(value)
+        elif not isinstance(value, kind):
+            raise AnsibleActionFail("serving_deploy: %s must be a %s, got %s" % (name, kind.__name__, type(value).__name__))
+        out[name] = value
+    if out["restore"]:
+        return out
+    if out["env_content"] is None:
+        raise AnsibleActionFail("serving_deploy: env_content is required (the environment file's content)")
+    if not out["candidates"]:
+        raise AnsibleActionFail("serving_deploy: candidates is empty: at least the configuration itself is needed")
+    for i, cand in enumerate(out["candidates"]):
+        if not isinstance(cand, dict) or not isinstance(cand.get("argv"), list) or not isinstance(cand.get("unit_content"), str):
+            raise AnsibleActionFail("serving_deploy: candidates[%d] must be a mapping with argv (a list) and unit_content (a string)" % i)
+    if out["ready_timeout"] < 1:
+        raise AnsibleActionFail("serving_deploy: ready_timeout=%d is out of range: allowed an integer >= 1" % out["ready_timeout"])
+    return out
+
+
+class ModuleHost(object):
+    """The transaction's host interface, one module call per operation (see plugins/plugin_utils/deploy.py)."""
+
+    def __init__(self, action, task_vars, a):
+        self.action, self.task_vars, self.a = action, task_vars, a
+        self.inventory_name = task_vars.get("inventory_hostname", "")
+
+    def _run(self, module, args, task_vars=None):
+        res = self.action._execute_module(module_name=module, module_args=args, task_vars=task_vars or self.task_vars)
+        if res.get("failed") and module == "gpuhost.sglang.serving_unit":
+            raise AnsibleActionFail(res.get("msg") or "%s failed" % module, result=res)
+        return res
+
+    def _unit(self, op, **args):
+        a = self.a
+        base = {"op": op, "unit": a["unit"], "unit_dir": a["unit_dir"], "env_file": a["env_file"], "lkg_dir": a["lkg_dir"]}
+        base.update(args)
+        return self._run("gpuhost.sglang.serving_unit", base)
+
+    def inspect(self):
+        res = self._unit("inspect")
+        return dict((k, res.get(k)) for k in ("lkg", "lkg_problem", "active", "clock", "live_is_lkg"))
+
+    def install(self, unit_content):
+        res = self._unit("install", unit_content=unit_content, env_content=self.a["env_content"])
+        return {"unit_changed": res.get("unit_changed", False), "env_changed": res.get("env_changed", False),
+                "diff": res.get("diff") if res.get("unit_changed") else None}
+
+    def restart(self, stop_unit):
+        return self._unit("restart", stop_unit=stop_unit).get("since", 0)
+
+    def wait_ready(self, unit, health_url, since, timeout):
+        deadline = time.monotonic() + timeout
+        args = {"unit": unit, "health_url": health_url, "since": int(since or 0), "wait": 10}
+        if self.a["api_key"]:
+            args["api_key"] = self.a["api_key"]
+        start = time.monotonic()
+        while True:
+            res = self._run("gpuhost.sglang.serving_ready", args)
+            if res.get("failed"):
+                return {"state": "failed", "cls": "deploy_error", "evidence": res.get("msg", "")}
+            if res.get("state") != "starting":
+                return res
+            if time.monotonic() >= deadline:
+                res["state"] = "timeout"
+                return res
+            self.say("%s: still starting after %.0f s (%s)" % (unit, time.monotonic() - start, res.get("health", "")))
+
+    def canary(self, base_url):
+        problems = []
+        c = self.a["canary"]
+        for api in c.get("apis") or ["completions"]:
+            args = {"base_url": base_url, "api": api, "probes_only": True}
+            for key in ("probe_chat_fields", "probe_max_tokens", "probe_think_tokens", "timeout"):
+                if c.get(key) is not None:
+                    args[key] = c[key]
+            if self.a["api_key"]:
+                args["api_key"] = self.a["api_key"]
+            tv = dict(self.task_vars, ansible_python_interpreter=self.a["canary_python"])
+            res = self._run("gpuhost.sglang.serving_bench", args, tv)
+            if res.get("failed"):
+                problems.append(res.get("msg") or "the %s canary failed" % api)
+        return problems
+
+    def record(self, meta, timeout_content, remove_paths, forget_unit):
+        return self._unit("record", meta=meta, timeout_content=timeout_content, remove_paths=remove_paths,
+                          forget_unit=forget_unit, install_dir=self.a["install_dir"] or None,
+                          keep_venv=self.a["meta"].get("venv") or None).get("paths", [])
+
+    def restore(self, lkg):
+        return self._unit("restore", lkg=lkg).get("since", 0)
+
+    def stop(self, unit):
+        self._run("gpuhost.sglang.serving_unit", {"op": "stop", "unit": unit})
+
+    def monotonic(self):
+        return time.monotonic()
+
+    def say(self, line):
+        display.display("%s: %s" % (self.inventory_name, line))
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGS)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        a = check_args(dict(self._task.args))
+        host = ModuleHost(self, task_vars or {}, a)
+        spec = dict(a, check_mode=bool(self._task.check_mode), host=host.inventory_name)
+        try:
+            tx = DeployTransaction(host, spec)
+            out = tx.restore_only() if a["restore"] else tx.run()
+        except DeployFailed as exc:
+            exc.result.pop("diffs", None)
+            result.update(exc.result)
+            result.update(failed=True, msg=str(exc))
+            return result
+        diffs = out.pop("diffs", [])
+        result.update(out)
+        if self._task.diff and diffs:
+            result["diff"] = diffs
+        return result

@@ -1,0 +1,253 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The serving host's side of the deploy transaction: files and systemd, one operation per call.
+
+The decisions (which candidate, restart or not, keep or roll back) are made on the controller by
+plugins/plugin_utils/deploy.py; every function here does one thing on the host and says what it did.
+``run`` executes a command (argv list) and returns (rc, stdout, stderr); ``root`` prefixes every path (tests).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import json
+import os
+import shutil
+import tempfile
+import time
+
+
+class HostError(Exception):
+    pass
+
+
+def _path(root, path):
+    return os.path.join(root, path.lstrip("/")) if root else path
+
+
+def read_text(root, path):
+    try:
+        with open(_path(root, path), "rb") as fh:
+            return fh.read().decode("utf-8", "surrogateescape")
+    except (IOError, OSError):
+        return None
+
+
+def write_atomic(root, path, content, mode):
+    """Write ``content`` to ``path`` by a rename in its directory: a reader sees the old file or the new one."""
+    full = _path(root, path)
+    directory = os.path.dirname(full)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(prefix=".gpuhost-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content.encode("utf-8", "surrogateescape"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        if os.geteuid() == 0:
+            os.chown(tmp, 0, 0)
+        os.rename(tmp, full)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def ensure_file(root, path, content, mode, check_mode):
+    """Returns (changed, before). A file is rewritten only when its content or mode differs."""
+    before = read_text(root, path)
+    full = _path(root, path)
+    same_mode = before is not None and (os.stat(full).st_mode & 0o7777) == mode
+    if before == content and same_mode:
+        return False, before
+    if not check_mode:
+        write_atomic(root, path, content, mode)
+    return True, before
+
+
+def remove_path(root, path, check_mode):
+    full = _path(root, path)
+    if not os.path.lexists(full):
+        return False
+    if not check_mode:
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        else:
+            os.unlink(full)
+    return True
+
+
+def systemctl(run, *args):
+    rc, out, err = run(["systemctl"] + list(args))
+    return rc, (out or "").strip(), (err or "").strip()
+
+
+def unit_state(run, unit):
+    """(ActiveState, MainPID) of ``unit``; ('inactive', 0) for a unit systemd does not know."""
+    rc, out, _err = systemctl(run, "show", "-p", "ActiveState,MainPID", unit)
+    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    try:
+        pid = int(props.get("MainPID", "0") or 0)
+    except ValueError:
+        pid = 0
+    return props.get("ActiveState", "inactive") or "inactive", pid
+
+
+def inspect(root, run, unit, unit_dir, env_file, lkg_dir):
+    """What is live and what last-known-good holds. An older record (before the contents were kept in
+    meta.json) is completed from its copies beside it, at the unit's own name and address."""
+    meta_text = read_text(root, os.path.join(lkg_dir, "meta.json"))
+    meta, damaged = {}, ""
+    if meta_text is not None:
+        try:
+            meta = json.loads(meta_text)
+            if not isinstance(meta, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            meta, damaged = {}, "%s/meta.json is not a JSON object (%s): treated as no last-known-good" % (lkg_dir, exc)
+    if meta and "unit_b64" not in meta:
+        unit_copy = read_text(root, os.path.join(lkg_dir, meta.get("unit", unit)))
+        env_copy = read_text(root, os.path.join(lkg_dir, "env"))
+        if unit_copy is not None and env_copy is not None:
+            meta.update(unit_b64=b64(unit_copy), env_b64=b64(env_copy))
+    if meta:
+        missing = [k for k in ("unit", "unit_path", "env_file", "health_url", "base_url", "unit_b64", "env_b64") if k not in meta]
+        if missing:
+            damaged = "%s/meta.json lacks %s: treated as no last-known-good" % (lkg_dir, ", ".join(missing))
+            meta = {}
+    active, pid = unit_state(run, unit)
+    live_unit = read_text(root, os.path.join(unit_dir, unit))
+    live_env = read_text(root, env_file)
+    # whether the live files are last-known-good's (the environment file is compared here: it holds secrets)
+    same = bool(meta) and meta.get("unit") == unit and live_unit is not None and b64(live_unit) == meta["unit_b64"] \
+        and live_env is not None and b64(live_env) == meta["env_b64"]
+    return {"lkg": meta, "lkg_problem": damaged, "active": active, "pid": pid, "clock": int(time.time()),
+            "unit_exists": live_unit is not None, "live_is_lkg": same}
+
+
+def b64(text):
+    return base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
+
+
+def unb64(data):
+    return base64.b64decode(data).decode("utf-8", "surrogateescape")
+
+
+def install(root, unit, unit_dir, unit_content, env_file, env_content, check_mode):
+    unit_changed, unit_before = ensure_file(root, os.path.join(unit_dir, unit), unit_content, 0o644, check_mode)
+    env_changed, _env_before = ensure_file(root, env_file, env_content, 0o600, check_mode)
+    return {"unit_changed": unit_changed, "env_changed": env_changed, "unit_before": unit_before or ""}
+
+
+def restart(run, unit, stop_unit=""):
+    """Restart ``unit`` (no-block: readiness is waited for separately). Returns the host clock before the restart.
+
+    StartLimitBurst= counts every start, manual ones included, and `systemctl reset-failed` flushes the unit's
+    start rate counter (systemd.unit(5), StartLimitIntervalSec=): flushing it before a deploy's restart leaves the
+    whole burst to crash restarts. A last-known-good unit of another name still holds the port and the GPUs:
+    it is stopped (and disabled) first."""
+    since = int(time.time())
+    if stop_unit and stop_unit != unit:
+        systemctl(run, "disable", "--now", stop_unit)
+    systemctl(run, "reset-failed", unit)
+    for args in (("daemon-reload",), ("enable", unit), ("restart", "--no-block", unit)):
+        rc, _out, err = systemctl(run, *args)
+        if rc != 0:
+            raise HostError("systemctl %s failed (rc %d): %s" % (" ".join(args), rc, err))
+    return since
+
+
+def stop(run, unit, disable=False):
+    rc, _out, err = systemctl(run, *(("disable", "--now", unit) if disable else ("stop", unit)))
+    systemctl(run, "reset-failed", unit)
+    return rc == 0 or "not loaded" in err or "does not exist" in err
+
+
+def record(root, run, lkg_dir, meta, unit, unit_dir, env_file, timeout_content, remove_paths, forget_unit,
+           install_dir, keep_venv, check_mode):
+    """Make the live configuration last-known-good: meta.json (one atomic rename holds the whole record),
+    the copies derived from it, the start-timeout drop-in, the renamed unit's old files, the venvs that are
+    neither live nor last-known-good, and the stable venv link. Returns the paths it changed."""
+    changed = []
+    unit_text = read_text(root, os.path.join(unit_dir, unit))
+    env_text = read_text(root, env_file)
+    if unit_text is None or env_text is None:
+        raise HostError("the live unit %s or its environment file %s is missing: nothing to record" % (unit, env_file))
+    meta = dict(meta, unit_b64=b64(unit_text), env_b64=b64(env_text))
+    old = read_text(root, os.path.join(lkg_dir, "meta.json"))
+    try:
+        old_meta = json.loads(old) if old else {}
+    except ValueError:
+        old_meta = {}
+    # rewritten when the recorded contents differ, or on a restart (a new load time)
+    if old_meta != meta:
+        if not check_mode:
+            write_atomic(root, os.path.join(lkg_dir, "meta.json"), json.dumps(meta, indent=2, sort_keys=True) + "\n", 0o600)
+        changed.append(os.path.join(lkg_dir, "meta.json"))
+    for name, text in ((unit, unit_text), ("env", env_text)):
+        if ensure_file(root, os.path.join(lkg_dir, name), text, 0o600, check_mode)[0]:
+            changed.append(os.path.join(lkg_dir, name))
+    dropin = os.path.join(unit_dir, unit + ".d", "10-start-timeout.conf")
+    reload_needed = False
+    if ensure_file(root, dropin, timeout_content, 0o644, check_mode)[0]:
+        changed.append(dropin)
+        reload_needed = True
+    for path in remove_paths:
+        if remove_path(root, path, check_mode):
+            changed.append(path)
+            reload_needed = True
+    if forget_unit and not check_mode:
+        systemctl(run, "reset-failed", forget_unit)
+    if install_dir:
+        changed += prune_venvs(root, install_dir, keep_venv, check_mode)
+    if reload_needed and not check_mode:
+        systemctl(run, "daemon-reload")
+    return changed
+
+
+def prune_venvs(root, install_dir, keep_venv, check_mode):
+    """The venv that passed is last-known-good now: the others (an older version's, a failed candidate's) go;
+    the stable path ``install_dir/venv`` links to the live one."""
+    changed = []
+    base = _path(root, install_dir)
+    stable = os.path.join(install_dir, "venv")
+    if not os.path.isdir(base):
+        return changed
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(install_dir, name)
+        if not (name == "venv" or name.startswith("venv-")) or os.path.islink(_path(root, path)):
+            continue
+        if path in (keep_venv, stable if keep_venv == stable else ""):
+            continue
+        if remove_path(root, path, check_mode):
+            changed.append(path)
+    if keep_venv != stable:
+        link = _path(root, stable)
+        if not (os.path.islink(link) and os.readlink(link) == keep_venv):
+            if not check_mode:
+                if os.path.lexists(link):
+                    remove_path(root, stable, False)
+                os.symlink(keep_venv, link)
+            changed.append(stable)
+    return changed
+
+
+def restore(root, run, lkg, unit, unit_dir, env_file, check_mode):
+    """Put last-known-good back exactly as recorded and restart it. A candidate unit of another name is stopped
+    and its files removed. Returns the host clock before the restart."""
+    if unit != lkg["unit"]:
+        if not check_mode:
+            stop(run, unit, disable=True)
+        for path in (os.path.join(unit_dir, unit), os.path.join(unit_dir, unit + ".d"), env_file):
+            if path not in (lkg["unit_path"], lkg["env_file"]):
+                remove_path(root, path, check_mode)
+    ensure_file(root, lkg["unit_path"], unb64(lkg["unit_b64"]), 0o644, check_mode)
+    ensure_file(root, lkg["env_file"], unb64(lkg["env_b64"]), 0o600, check_mode)
+    if check_mode:
+        return int(time.time())
+    return restart(run, lkg["unit"])

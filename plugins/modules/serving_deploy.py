@@ -1,0 +1,169 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: serving_deploy
+short_description: Deploy a serving configuration behind the readiness and coherence gate, or roll back
+version_added: "0.2.0"
+description:
+  - The deploy transaction of one serving host (an action plugin over C(plugins/plugin_utils/deploy.py)). It tries
+    O(candidates) in order and stops at the first that passes the gate; the later ones are never installed.
+  - For each candidate it installs the unit and environment files, restarts the unit only when a file changed
+    or the unit is not active, waits for readiness (M(gpuhost.sglang.serving_ready), which names the failure
+    class from the journal), and runs the known-answer canary (M(gpuhost.sglang.serving_bench) with
+    C(probes_only)) under the engine venv's interpreter.
+  - The first pass is recorded as last-known-good (one atomic C(meta.json)), with the candidates that failed
+    before it; a later run with the same chain, engine version and command lines skips those instead of
+    restarting the server only to fail again (O(retry_failed) tries them).
+  - When no candidate passes, or the run is interrupted after the live unit was touched, last-known-good is put
+    back exactly as recorded (unit name, files, address) and proven with the same readiness wait and canary at
+    its own address; without a record the failing unit is stopped. The task then fails with every attempt's class.
+  - Check mode says which candidate would restart and why, and runs no gate; diff mode shows the unit file.
+author:
+  - gpuhost.sglang contributors (@gpuhost)
+options:
+  unit:
+    description: The server's systemd unit name.
+    type: str
+    required: true
+  unit_dir:
+    description: Directory of the unit file.
+    type: str
+    default: /etc/systemd/system
+  env_file:
+    description: The unit's environment file (mode 0600).
+    type: str
+    required: true
+  env_content:
+    description: The environment file's content (secrets; never shown). Required unless O(restore).
+    type: str
+  lkg_dir:
+    description: Directory of the last-known-good record.
+    type: str
+    required: true
+  candidates:
+    description:
+      - The configurations in order, the first being the configuration itself. Each a mapping with C(options)
+        (shown in messages), C(argv) (the full command line, recorded) and C(unit_content) (the rendered unit file).
+      - Required unless O(restore).
+    type: list
+    elements: dict
+    default: []
+  restore:
+    description:
+      - Only serve last-known-good again when the live unit is not it (files or state), proven with the readiness
+        wait and the canary at its own address; fails when that proof fails. The end of a tuning campaign that
+        adopts nothing.
+    type: bool
+    default: false
+  health_url:
+    description: The readiness endpoint of the candidate.
+    type: str
+    required: true
+  base_url:
+    description: The API base URL of the candidate (the canary's target).
+    type: str
+    required: true
+  ready_timeout:
+    description: Seconds a restarted candidate has to become ready.
+    type: int
+    default: 1800
+  probes:
+    description: Run the coherence canary.
+    type: bool
+    default: true
+  canary:
+    description: >-
+      The canary's options: C(apis) (list), C(probe_chat_fields), C(probe_max_tokens), C(probe_think_tokens),
+      C(timeout), as M(gpuhost.sglang.serving_bench) takes them.
+    type: dict
+    default: {}
+  canary_python:
+    description: The interpreter the canary runs under on the host (the engine venv's).
+    type: str
+    required: true
+  lkg_update:
+    description: Record a pass as last-known-good (tuning campaigns turn it off).
+    type: bool
+    default: true
+  retry_failed:
+    description: Try candidates that failed the gate before with the same command line and engine version.
+    type: bool
+    default: false
+  meta:
+    description: Fields stored in the record (C(engine), C(engine_version), C(model_path), C(venv)).
+    type: dict
+    default: {}
+  install_dir:
+    description: Where the engine venvs live; after a pass the ones neither live nor last-known-good are removed.
+    type: str
+    default: ""
+  timeout_start_sec_min:
+    description: Floor of the start-timeout drop-in sized from the measured load time.
+    type: int
+    default: 300
+  api_key:
+    description: Bearer token for the readiness and canary requests.
+    type: str
+    default: ""
+notes:
+  - It runs these modules on the host, M(gpuhost.sglang.serving_unit), M(gpuhost.sglang.serving_ready) and
+    M(gpuhost.sglang.serving_bench).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: partial
+    details: the unit file; the environment file holds secrets and is never shown
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Deploy behind the gate
+  gpuhost.sglang.serving_deploy:
+    unit: sglang.service
+    env_file: /etc/sglang/sglang.env
+    env_content: "{{ lookup('ansible.builtin.template', 'sglang.env.j2') }}"
+    lkg_dir: /etc/sglang/last-known-good
+    candidates: "{{ rendered_candidates }}"
+    health_url: http://127.0.0.1:30000/health_generate
+    base_url: http://127.0.0.1:30000
+    canary_python: /opt/sglang/venv/bin/python
+  register: deploy_result
+"""
+
+RETURN = r"""
+passed_candidate:
+  description: Index of the candidate that passed (null when none did).
+  returned: always
+  type: int
+gate_result:
+  description: One line, e.g. C(candidate 0 passed the gate).
+  returned: always
+  type: str
+attempts:
+  description: >-
+    One row per candidate: C(candidate), C(options), C(outcome) (passed, failed, skipped, not tried, check mode),
+    and for a failure C(class), C(message), C(journal_tail).
+  returned: always
+  type: list
+  elements: dict
+rollback:
+  description: When none passed, what was restored (C(unit), C(base_url), C(state), C(canary)).
+  returned: always
+  type: dict
+live_touched:
+  description: Whether the live unit was restarted or stopped.
+  returned: always
+  type: bool
+"""

@@ -1,0 +1,188 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A serving host in memory, for the deploy transaction's tests (plugins/plugin_utils/deploy.py).
+
+It keeps files by path and units by name the way the real host side does (plugins/module_utils/serving/
+unit_host.py): a restart reads the unit file as it is then; what the started server does comes from the
+unit file's content, a JSON object ``{"name", "port", "behave"}`` where behave is one of
+  ok          starts, ready, answers the probes;
+  fail_start  exits during startup (class startup_failure, as serving_ready classifies it);
+  timeout     never becomes ready;
+  incoherent  ready, but the canary fails (NaN or garbage answers).
+``interrupt`` = (operation, n) raises KeyboardInterrupt at the n-th call (1-based) of that operation, before
+it acts, the way a SIGINT between two tasks would.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+
+def unit_text(name, behave="ok", port=30000):
+    return json.dumps({"name": name, "port": port, "behave": behave}, sort_keys=True)
+
+
+class FakeHost(object):
+    def __init__(self, unit="sglang.service", env_file="/etc/sglang/sglang.env", env="HOME=/var/lib/sglang\n",
+                 lkg_dir="/etc/sglang/last-known-good", unit_dir="/etc/systemd/system", interrupt=None):
+        self.unit, self.env_file, self.env, self.lkg_dir, self.unit_dir = unit, env_file, env, lkg_dir, unit_dir
+        self.files = {}
+        self.units = {}          # name -> {"state": active|failed|activating|inactive, "started_from": unit text}
+        self.starts = {}         # name -> number of starts
+        self.log = []            # (operation, detail) in order
+        self.lines = []          # what the transaction said
+        self.interrupt = interrupt
+        self.calls = {}
+        self.clock = 1000
+        self.mono = 0.0
+
+    # ---- test set-up helpers ------------------------------------------------------------------------------
+    def serve(self, text, unit=None, record=True):
+        """A host that already serves ``text`` under ``unit``, recorded as last-known-good when ``record``."""
+        unit = unit or self.unit
+        self.files["%s/%s" % (self.unit_dir, unit)] = text
+        self.files[self.env_file] = self.env
+        self._start(unit)
+        if record:
+            self.files[self.lkg_dir + "/meta.json"] = json.dumps(self.meta_for(unit, text))
+
+    def meta_for(self, unit, text):
+        port = json.loads(text)["port"]
+        return {"argv": ["serve", json.loads(text)["name"]], "unit": unit, "unit_path": "%s/%s" % (self.unit_dir, unit),
+                "env_file": self.env_file, "health_url": "http://127.0.0.1:%d/health" % port,
+                "base_url": "http://127.0.0.1:%d" % port, "unit_b64": text, "env_b64": self.env, "load_seconds": 5}
+
+    def live(self, unit=None):
+        return self.files.get("%s/%s" % (self.unit_dir, unit or self.unit))
+
+    def record_meta(self):
+        text = self.files.get(self.lkg_dir + "/meta.json")
+        return json.loads(text) if text else None
+
+    def serving(self):
+        """{unit: behave} of every unit running now (active or starting)."""
+        return dict((u, json.loads(v["started_from"])["behave"]) for u, v in self.units.items()
+                    if v["state"] in ("active", "activating"))
+
+    # ---- the host interface -------------------------------------------------------------------------------
+    def _op(self, name, detail=""):
+        self.calls[name] = self.calls.get(name, 0) + 1
+        if self.interrupt and self.interrupt[0] == name and self.interrupt[1] == self.calls[name]:
+            raise KeyboardInterrupt()
+        self.log.append((name, detail))
+        self.clock += 1
+
+    def _start(self, unit):
+        text = self.files["%s/%s" % (self.unit_dir, unit)]
+        behave = json.loads(text)["behave"]
+        self.starts[unit] = self.starts.get(unit, 0) + 1
+        self.units[unit] = {"state": "failed" if behave == "fail_start" else
+                            ("activating" if behave == "timeout" else "active"), "started_from": text}
+
+    def inspect(self):
+        self._op("inspect")
+        text = self.files.get(self.lkg_dir + "/meta.json")
+        lkg, problem = {}, ""
+        if text is not None:
+            try:
+                lkg = json.loads(text)
+                need = ("unit", "unit_path", "env_file", "health_url", "base_url", "unit_b64", "env_b64")
+                if not isinstance(lkg, dict) or any(k not in lkg for k in need):
+                    raise ValueError("incomplete")
+            except ValueError:
+                lkg, problem = {}, "meta.json damaged: treated as no last-known-good"
+        live_is_lkg = bool(lkg) and lkg["unit"] == self.unit and self.live() == lkg["unit_b64"] \
+            and self.files.get(self.env_file) == lkg["env_b64"]
+        return {"lkg": lkg, "lkg_problem": problem, "clock": self.clock, "live_is_lkg": live_is_lkg,
+                "active": self.units.get(self.unit, {}).get("state", "inactive")}
+
+    def install(self, unit_content):
+        self._op("install", unit_content)
+        path = "%s/%s" % (self.unit_dir, self.unit)
+        before = self.files.get(path)
+        unit_changed = before != unit_content
+        env_changed = self.files.get(self.env_file) != self.env
+        if not self.check_mode:
+            self.files[path] = unit_content
+            self.files[self.env_file] = self.env
+        return {"unit_changed": unit_changed, "env_changed": env_changed,
+                "diff": {"before": before or "", "after": unit_content}}
+
+    check_mode = False
+
+    def restart(self, stop_unit):
+        self._op("restart", self.unit)
+        since = self.clock
+        if stop_unit:
+            self.units.pop(stop_unit, None)
+        # a port held by another running unit: the new server cannot bind it
+        port = json.loads(self.live())["port"]
+        for other, v in self.units.items():
+            if other != self.unit and v["state"] == "active" and json.loads(v["started_from"])["port"] == port:
+                self._start(self.unit)
+                self.units[self.unit]["state"] = "failed"
+                return since
+        self._start(self.unit)
+        return since
+
+    def wait_ready(self, unit, health_url, since, timeout):
+        self._op("wait_ready", unit)
+        self.mono += 7.0
+        state = self.units.get(unit, {}).get("state", "inactive")
+        if state == "active":
+            return {"state": "ready"}
+        if state == "activating":
+            return {"state": "timeout", "evidence": "still loading"}
+        return {"state": "failed", "cls": "startup_failure", "hint": "The server exited during startup.",
+                "evidence": "Traceback ...", "journal_tail": ["RuntimeError: no CUDA device"]}
+
+    def canary(self, base_url):
+        self._op("canary", base_url)
+        for unit, v in self.units.items():
+            data = json.loads(v["started_from"])
+            if v["state"] == "active" and "http://127.0.0.1:%d" % data["port"] == base_url:
+                return ["probe capital: expected 'Paris', got 'NaN NaN'"] if data["behave"] == "incoherent" else []
+        return ["no server answers at %s" % base_url]
+
+    def record(self, meta, timeout_content, remove_paths, forget_unit):
+        self._op("record", meta.get("candidate"))
+        meta = dict(meta, unit_b64=self.live(), env_b64=self.files[self.env_file])
+        new = json.dumps(meta, sort_keys=True)
+        changed = []
+        if self.files.get(self.lkg_dir + "/meta.json") != new:
+            self.files[self.lkg_dir + "/meta.json"] = new
+            changed.append("meta.json")
+        dropin = "%s/%s.d/10-start-timeout.conf" % (self.unit_dir, self.unit)
+        if self.files.get(dropin) != timeout_content:
+            self.files[dropin] = timeout_content
+            changed.append(dropin)
+        for path in remove_paths:
+            if self.files.pop(path, None) is not None:
+                changed.append(path)
+        return changed
+
+    def restore(self, lkg):
+        self._op("restore", lkg["unit"])
+        since = self.clock
+        if self.unit != lkg["unit"]:
+            self.units.pop(self.unit, None)
+            for path in ("%s/%s" % (self.unit_dir, self.unit), self.env_file):
+                if path not in (lkg["unit_path"], lkg["env_file"]):
+                    self.files.pop(path, None)
+        self.files[lkg["unit_path"]] = lkg["unit_b64"]
+        self.files[lkg["env_file"]] = lkg["env_b64"]
+        self._start(lkg["unit"])
+        return since
+
+    def stop(self, unit):
+        self._op("stop", unit)
+        self.units.pop(unit, None)
+
+    def monotonic(self):
+        return self.mono
+
+    def say(self, line):
+        self.lines.append(line)

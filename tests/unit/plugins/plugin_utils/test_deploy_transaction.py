@@ -1,0 +1,287 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The deploy transaction against a fake host: every order of pass and fail over 1-4 candidates, a crash after
+a pass, an interrupt at each step, a damaged or missing record, a unit-name or port change, check mode."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import itertools
+import json
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import DeployFailed, DeployTransaction
+from ansible_collections.gpuhost.sglang.tests.harness.fake_deploy_host import FakeHost, unit_text
+
+BEHAVIOURS = ("ok", "fail_start", "timeout", "incoherent")
+FAIL_CLASS = {"fail_start": "startup_failure", "timeout": "timeout", "incoherent": "incoherent"}
+
+
+def spec(host, behaves, unit=None, port=30000, **extra):
+    unit = unit or host.unit
+    cands = [{"options": {"n": i}, "argv": ["serve", "c%d-%s" % (i, b)], "unit_content": unit_text("c%d-%s" % (i, b), b, port)}
+             for i, b in enumerate(behaves)]
+    s = {"unit": unit, "unit_dir": host.unit_dir, "env_file": host.env_file, "lkg_dir": host.lkg_dir,
+         "health_url": "http://127.0.0.1:%d/health" % port, "base_url": "http://127.0.0.1:%d" % port,
+         "candidates": cands, "ready_timeout": 300, "probes": True, "lkg_update": True, "host": "h1",
+         "meta": {"engine": "sglang", "engine_version": "0.5.17"}, "timeout_start_sec_min": 300}
+    s.update(extra)
+    return s
+
+
+def run(host, s):
+    try:
+        return DeployTransaction(host, s).run(), None
+    except DeployFailed as exc:
+        return exc.result, str(exc)
+
+
+def ops(host, name):
+    return [d for o, d in host.log if o == name]
+
+
+OLD = unit_text("old", "ok")
+
+
+def orders():
+    """Every order of pass and fail over 1-4 candidates; the failures take each failure class in turn."""
+    for n in range(1, 5):
+        for pattern in itertools.product((True, False), repeat=n):
+            yield [("ok" if ok else BEHAVIOURS[1 + (i + n) % 3]) for i, ok in enumerate(pattern)]
+
+
+@pytest.mark.parametrize("behaves", list(orders()), ids="-".join)
+@pytest.mark.parametrize("has_lkg", [True, False])
+def test_every_order_of_pass_and_fail(behaves, has_lkg):
+    host = FakeHost()
+    if has_lkg:
+        host.serve(OLD)
+    s = spec(host, behaves)
+    result, failure = run(host, s)
+    first = behaves.index("ok") if "ok" in behaves else None
+    tried = len(behaves) if first is None else first + 1
+    # a candidate is installed and restarted only when every earlier one failed; never after a pass
+    assert ops(host, "install") == [c["unit_content"] for c in s["candidates"][:tried]]
+    assert len(ops(host, "restart")) == tried
+    assert [a["outcome"] for a in result["attempts"]] == (
+        ["failed"] * tried if first is None else ["failed"] * first + ["passed"] + ["not tried"] * (len(behaves) - tried))
+    for a, b in zip(result["attempts"], behaves[:tried]):
+        if b != "ok":
+            assert a["class"] == FAIL_CLASS[b]
+    if first is not None:
+        assert failure is None
+        assert result["passed_candidate"] == first and result["gate_result"] == "candidate %d passed the gate" % first
+        assert host.live() == s["candidates"][first]["unit_content"]
+        assert host.serving() == {host.unit: "ok"}
+        meta = host.record_meta()
+        assert meta["argv"] == s["candidates"][first]["argv"] and meta["unit_b64"] == host.live()
+        assert [f["argv"] for f in meta["failed_before"]] == [c["argv"] for c in s["candidates"][:first]]
+        assert ops(host, "restore") == []
+        # the rerun changes nothing: the earlier failures are remembered, the pass is not restarted
+        again = FakeHost()
+        again.files, again.units, again.starts = host.files, host.units, host.starts
+        result2, failure2 = run(again, s)
+        assert failure2 is None and result2["passed_candidate"] == first and result2["changed"] is False
+        assert ops(again, "restart") == [] and again.starts[host.unit] == host.starts[host.unit]
+        assert [a["outcome"] for a in result2["attempts"][:first]] == ["skipped"] * first
+    else:
+        assert result["passed_candidate"] is None and failure.startswith("No candidate passed the gate on h1.")
+        for i, b in enumerate(behaves):
+            assert "[candidate %d {'n': %d}: %s: " % (i, i, FAIL_CLASS[b]) in failure
+        if has_lkg:
+            assert host.live() == OLD and host.serving() == {host.unit: "ok"}
+            assert "Rolled back to last-known-good sglang.service at http://127.0.0.1:30000: ready, canary passed." in failure
+            assert json.loads(host.record_meta()["unit_b64"]) == json.loads(OLD)  # the record is untouched
+        else:
+            assert host.serving() == {} and "No last-known-good existed: the service was stopped." in failure
+
+
+def test_no_restart_when_the_configuration_is_live():
+    host = FakeHost()
+    s = spec(host, ["ok", "fail_start"])
+    host.serve(s["candidates"][0]["unit_content"], record=False)
+    result, failure = run(host, s)
+    # live already, not restarted; the missing record is written
+    assert failure is None and result["changed"] is True and ops(host, "restart") == [] and host.record_meta()
+    result, failure = run(host, s)
+    assert failure is None and result["changed"] is False and ops(host, "restart") == []
+    assert [a["outcome"] for a in result["attempts"]] == ["passed", "not tried"]
+    assert ops(host, "canary")  # the gate still proves what serves
+
+
+def test_a_failing_fallback_after_a_passing_base_is_never_installed():
+    host = FakeHost()
+    host.serve(OLD)
+    s = spec(host, ["ok", "fail_start", "fail_start"])
+    result, failure = run(host, s)
+    assert failure is None and len(ops(host, "install")) == 1 and len(ops(host, "restart")) == 1
+    assert host.serving() == {host.unit: "ok"} and host.live() == s["candidates"][0]["unit_content"]
+
+
+def test_a_crash_after_a_pass_restarts_the_same_candidate_on_the_next_run():
+    host = FakeHost()
+    s = spec(host, ["ok"])
+    run(host, s)
+    host.units[host.unit]["state"] = "failed"   # the server crashed after the deploy
+    result, failure = run(host, s)
+    assert failure is None and result["changed"] is True and host.starts[host.unit] == 2
+    assert result["attempts"][0]["restarted"] is True and host.serving() == {host.unit: "ok"}
+
+
+def test_retry_failed_tries_a_remembered_failure_again():
+    host = FakeHost()
+    s = spec(host, ["fail_start", "ok"])
+    run(host, s)
+    result, _failure = run(host, dict(s, retry_failed=True))
+    assert [a["outcome"] for a in result["attempts"]] == ["failed", "passed"]
+
+
+def test_a_remembered_failure_is_tried_again_after_an_engine_upgrade():
+    host = FakeHost()
+    s = spec(host, ["fail_start", "ok"])
+    run(host, s)
+    result, _failure = run(host, dict(s, meta={"engine": "sglang", "engine_version": "0.5.23"}))
+    assert result["attempts"][0]["outcome"] == "failed"
+
+
+STEPS = ["install", "restart", "wait_ready", "canary", "record"]
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("behaves", [["ok"], ["fail_start", "ok"]])
+def test_an_interrupt_at_each_step_leaves_a_whole_record_and_the_rerun_converges(step, behaves):
+    host = FakeHost(interrupt=(step, len(behaves) if step in ("install", "restart", "wait_ready") else 1))
+    host.serve(OLD)
+    before = host.record_meta()
+    s = spec(host, behaves)
+    with pytest.raises(KeyboardInterrupt):
+        DeployTransaction(host, s).run()
+    meta = host.record_meta()
+    assert meta == before, "the record changed although the interrupt came before it was written"
+    if ops(host, "restart"):
+        # the live unit was touched: last-known-good serves again before the interrupt goes on
+        assert ops(host, "restore") == ["sglang.service"] and host.live() == OLD
+    assert host.serving() == {host.unit: "ok"}
+    host.interrupt = None
+    result, failure = run(host, s)
+    assert failure is None and result["passed_candidate"] == len(behaves) - 1
+    assert host.live() == s["candidates"][-1]["unit_content"] and host.record_meta()["unit_b64"] == host.live()
+
+
+@pytest.mark.parametrize("record", ["{not json", json.dumps({"argv": ["x"]}), json.dumps(["a list"])])
+def test_a_damaged_record_is_no_last_known_good(record):
+    host = FakeHost()
+    host.serve(OLD, record=False)
+    host.files[host.lkg_dir + "/meta.json"] = record
+    result, failure = run(host, spec(host, ["fail_start"]))
+    assert "No last-known-good existed: the service was stopped." in failure
+    assert host.serving() == {}
+    result, failure = run(host, spec(host, ["ok"]))
+    assert failure is None and host.record_meta()["argv"] == ["serve", "c0-ok"]
+
+
+def test_a_missing_record_with_a_passing_candidate_records_it():
+    host = FakeHost()
+    host.serve(OLD, record=False)
+    result, failure = run(host, spec(host, ["ok"]))
+    assert failure is None and host.record_meta()["unit"] == "sglang.service"
+
+
+def test_a_unit_name_change_that_passes_replaces_the_old_unit():
+    host = FakeHost()
+    host.serve(OLD)
+    new = FakeHost(unit="sglang-b.service", env_file="/etc/sglang/sglang-b.env")
+    new.files, new.units, new.starts = host.files, host.units, host.starts
+    result, failure = run(new, spec(new, ["ok"]))
+    assert failure is None and new.serving() == {"sglang-b.service": "ok"}, new.log
+    assert "/etc/systemd/system/sglang.service" not in new.files and "/etc/sglang/sglang.env" not in new.files
+    assert new.record_meta()["unit"] == "sglang-b.service"
+
+
+def test_a_unit_name_change_that_fails_rolls_back_to_the_old_unit():
+    host = FakeHost()
+    host.serve(OLD)
+    new = FakeHost(unit="sglang-b.service", env_file="/etc/sglang/sglang-b.env")
+    new.files, new.units, new.starts = host.files, host.units, host.starts
+    result, failure = run(new, spec(new, ["fail_start"]))
+    assert "Rolled back to last-known-good sglang.service" in failure
+    assert new.serving() == {"sglang.service": "ok"}
+    assert "/etc/systemd/system/sglang-b.service" not in new.files and "/etc/sglang/sglang-b.env" not in new.files
+
+
+def test_a_port_change_that_fails_is_rolled_back_to_the_old_port():
+    host = FakeHost()
+    host.serve(OLD)
+    result, failure = run(host, spec(host, ["fail_start"], port=30001))
+    assert "Rolled back to last-known-good sglang.service at http://127.0.0.1:30000: ready, canary passed." in failure
+    assert ops(host, "canary")[-1] == "http://127.0.0.1:30000"
+
+
+def test_a_rollback_that_fails_says_so():
+    host = FakeHost()
+    host.serve(unit_text("old", "ok"))
+    meta = host.record_meta()
+    meta["unit_b64"] = unit_text("old", "incoherent")   # what was recorded no longer answers (e.g. a changed model)
+    host.files[host.lkg_dir + "/meta.json"] = json.dumps(meta)
+    result, failure = run(host, spec(host, ["fail_start"]))
+    assert "ready, canary FAILED: probe capital" in failure
+    assert result["rollback"]["canary"].startswith("FAILED")
+
+
+@pytest.mark.parametrize("live,expect", [
+    (None, "check mode: candidate 0 would restart (unit file, environment file, not running changed); the gate was NOT run"),
+    ("c0-ok", "check mode: candidate 0 would not restart; the gate was NOT run"),
+])
+def test_check_mode_reports_and_changes_nothing(live, expect):
+    host = FakeHost()
+    s = spec(host, ["ok", "fail_start"], check_mode=True)
+    if live:
+        host.serve(s["candidates"][0]["unit_content"])
+    host.check_mode = True
+    files = dict(host.files)
+    result, failure = run(host, s)
+    assert failure is None and result["gate_result"] == expect and result["msg"] == expect
+    assert host.files == files and ops(host, "restart") == [] and ops(host, "canary") == []
+    assert result["changed"] is (live is None)
+
+
+def test_without_lkg_update_the_record_stays():
+    host = FakeHost()
+    host.serve(OLD)
+    before = host.record_meta()
+    result, failure = run(host, spec(host, ["ok"], lkg_update=False))
+    assert failure is None and host.record_meta() == before and ops(host, "record") == []
+
+
+def test_the_start_timeout_is_sized_from_the_measured_load():
+    host = FakeHost()
+    run(host, spec(host, ["ok"]))
+    dropin = host.files["/etc/systemd/system/sglang.service.d/10-start-timeout.conf"]
+    assert "(7 s)" in dropin and "TimeoutStartSec=300" in dropin   # 3 x 7 s is below the 300 s floor
+    assert host.record_meta()["load_seconds"] == 7
+
+
+def test_restore_only_puts_last_known_good_back_once():
+    host = FakeHost()
+    s = spec(host, ["ok"])
+    run(host, s)
+    tuned = spec(host, ["ok"], lkg_update=False)   # a campaign's candidate: gated, served, not recorded
+    tuned["candidates"][0]["unit_content"] = unit_text("tuned", "ok")
+    result, failure = run(host, tuned)
+    assert failure is None and host.live() == unit_text("tuned", "ok")
+    tx = DeployTransaction(host, s)
+    out = tx.restore_only()
+    assert out["gate_result"] == "last-known-good restored" and host.live() == s["candidates"][0]["unit_content"]
+    assert host.serving() == {host.unit: "ok"}
+    again = DeployTransaction(host, s).restore_only()
+    assert again["gate_result"] == "last-known-good serves" and again["changed"] is False
+
+
+def test_restore_only_without_a_record_fails_naming_it():
+    host = FakeHost()
+    host.serve(OLD, record=False)
+    with pytest.raises(DeployFailed, match="No last-known-good record on h1"):
+        DeployTransaction(host, spec(host, ["ok"])).restore_only()
