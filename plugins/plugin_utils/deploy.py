@@ -30,7 +30,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.unit_timing import start_timeout
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.unit_timing import start_timeout
 
 RESULT_PASSED = "passed"
 RESULT_FAILED = "failed"
