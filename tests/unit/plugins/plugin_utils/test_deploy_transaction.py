@@ -190,11 +190,17 @@ def test_a_missing_record_with_a_passing_candidate_records_it():
     assert failure is None and host.record_meta()["unit"] == "sglang.service"
 
 
-def test_a_unit_name_change_that_passes_replaces_the_old_unit():
+def renamed():
+    """A host serving OLD as sglang.service, seen by a deploy of the unit renamed sglang-b.service."""
     host = FakeHost()
     host.serve(OLD)
     new = FakeHost(unit="sglang-b.service", env_file="/etc/sglang/sglang-b.env")
     new.files, new.units, new.starts = host.files, host.units, host.starts
+    return new
+
+
+def test_a_unit_name_change_that_passes_replaces_the_old_unit():
+    new = renamed()
     result, failure = run(new, spec(new, ["ok"]))
     assert failure is None and new.serving() == {"sglang-b.service": "ok"}, new.log
     assert "/etc/systemd/system/sglang.service" not in new.files and "/etc/sglang/sglang.env" not in new.files
@@ -202,10 +208,7 @@ def test_a_unit_name_change_that_passes_replaces_the_old_unit():
 
 
 def test_a_unit_name_change_that_fails_rolls_back_to_the_old_unit():
-    host = FakeHost()
-    host.serve(OLD)
-    new = FakeHost(unit="sglang-b.service", env_file="/etc/sglang/sglang-b.env")
-    new.files, new.units, new.starts = host.files, host.units, host.starts
+    new = renamed()
     result, failure = run(new, spec(new, ["fail_start"]))
     assert "Rolled back to last-known-good sglang.service" in failure
     assert new.serving() == {"sglang.service": "ok"}
