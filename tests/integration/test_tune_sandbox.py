@@ -157,7 +157,7 @@ def test_ci_campaign_rows_results_and_the_host_back_on_last_known_good(host):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert not os.path.exists(os.path.join(folder, "winner.yml"))
     # the failing candidate ran last: the role's rollback already put the base back, no restore restart was needed
-    assert re.search(r"Restore \| put the last-known-good configuration back \(the serving role's rollback path\)\] \**\s*skipping", out), out[-3000:]
+    assert re.search(r"Restore \| last-known-good serves, restored and proven when it did not\] \**\s*ok:", out), out[-3000:]
     assert re.search(r"Verify \| byte-identical to before the campaign\] \**\s*ok:", out), out[-3000:]
     assert re.search(r"Verify \| the server answers the probes\] \**\s*ok:", out), out[-3000:]
     assert checksums(host, SERVED + [DROP_IN]) == before
