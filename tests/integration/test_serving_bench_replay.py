@@ -39,7 +39,9 @@ def test_real_sglang_usage_above_its_text_is_kept(tmp_path):
     with open(path, "w") as f:
         json.dump(rec, f)
     with fake_server("ok", "--replay", path) as (url, dummy):
-        res, dummy = run_module(tmp_path, base_url=url, **dict(SMALL, output_len=32, run_probes=False))
+        args = dict(SMALL)
+        args.update(output_len=32, run_probes=False)
+        res, dummy = run_module(tmp_path, base_url=url, **args)
     assert not res.get("failed"), res.get("msg")
     lvl = res["results"][0]
     assert lvl["usage_above_text"] == 16 and lvl["output_tokens"] == 32 * 16

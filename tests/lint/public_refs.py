@@ -52,7 +52,7 @@ SKIP_DIRS = {".git", ".venv", ".cache", "collections", "__pycache__"}
 def load_allow(path):
     with open(path, encoding="utf-8") as f:
         entries = yaml.safe_load(f) or []
-    names = {name for name, _ in RULES}
+    names = {rule[0] for rule in RULES}
     for i, entry in enumerate(entries):
         missing = [k for k in ("path", "rule", "reason") if not str(entry.get(k) or "").strip()]
         if missing:
@@ -104,7 +104,7 @@ def check_file(root, relpath, entries):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--root", default=ROOT)
     ap.add_argument("--allow", default=ALLOW)
     ap.add_argument("files", nargs="*")
