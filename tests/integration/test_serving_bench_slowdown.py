@@ -104,7 +104,13 @@ def test_defaults_fail_a_2x_slower_engine_naming_the_metric(tmp_path):
     with Slowdown(250, 250):  # long periods: CFS gives a short-stopped task its time back (measured: 20/20 ms did nothing under load)
         slow, dummy = run_module(tmp_path, **args)
     assert slow.get("failed") and slow["failure_class"] == "regression", slow.get("msg")
-    assert "tpot_ms.p50 baseline" in slow["msg"], slow["msg"]
-    check = [c for c in slow["results"][0]["regression"]["checks"] if c["metric"] == "tpot_ms.p50"][0]
-    assert check["delta"] > check["threshold"] and not check["passed"]
+    # which metrics a 250/250 ms stop cycle pushes past their thresholds depends on where the stops land (a request
+    # of 16 tokens can decode inside one running window: TTFT and throughput always suffer, TPOT not always; one
+    # fresh-clone run flagged throughput -53% and TTFT p50 +43% with TPOT within its threshold): every metric that
+    # failed is named in the message with its baseline, and at least one failed
+    failed = [c for c in slow["results"][0]["regression"]["checks"] if not c["passed"]]
+    assert failed, slow["msg"]
+    for check in failed:
+        assert check["delta"] > check["threshold"], check
+        assert "%s baseline" % check["metric"] in slow["msg"], (check["metric"], slow["msg"])
     print("baseline: %s | slowed (%.0f s): %s" % (first["msg"], time.monotonic() - t0, slow["msg"]))
