@@ -130,22 +130,18 @@ class DeployTransaction(object):
             raise DeployFailed("No last-known-good record on %s: nothing to restore (%s)" % (
                 self.s.get("host", "this host"), state.get("lkg_problem") or "no meta.json"), self.result(None))
         if state.get("live_is_lkg") and state.get("active") == "active":
-            res = self.result(None, "last-known-good %s serves already: nothing to restore" % self.lkg["unit"])
-            res["gate_result"] = "last-known-good serves"
-            return res
+            return self.result(None, "last-known-good %s serves already: nothing to restore" % self.lkg["unit"],
+                               gate="last-known-good serves")
         if self.s.get("check_mode"):
             self.changed = True
-            res = self.result(None, "check mode: last-known-good %s would be restored and restarted" % self.lkg["unit"])
-            res["gate_result"] = "check mode: would restore"
-            return res
+            return self.result(None, "check mode: last-known-good %s would be restored and restarted" % self.lkg["unit"],
+                               gate="check mode: would restore")
         self.touched = True
         rb = self.restore_lkg()
         line = "restored last-known-good %s at %s: %s, canary %s" % (rb["unit"], rb["base_url"], rb["state"], rb["canary"])
         if rb["state"] != "ready" or rb["canary"].startswith("FAILED"):
             raise DeployFailed("Restoring last-known-good failed: " + line, self.result(None, line))
-        res = self.result(None, line)
-        res["gate_result"] = "last-known-good restored"
-        return res
+        return self.result(None, line, gate="last-known-good restored")
 
     def _row(self, index, outcome, **extra):
         row = {"candidate": index, "options": self.s["candidates"][index].get("options", {}), "outcome": outcome}
@@ -162,18 +158,18 @@ class DeployTransaction(object):
         reasons = _reasons(inst, active)
         self.changed = self.changed or inst["unit_changed"] or inst["env_changed"]
         if s.get("check_mode"):
-            what = ("would restart (%s changed)" % ", ".join(reasons)) if reasons else "would not restart"
             self.attempts.append(self._row(index, RESULT_WOULD, restart=bool(reasons), reasons=reasons))
-            self.h.say("check mode: candidate %d %s; the gate was NOT run" % (index, what))
+            self.h.say(self._gate_line(index))
             return True, active
-        since, restarted, t0 = None, False, None
+        # not restarted: readiness is read from the journal since the host clock at inspect
+        since, restarted, t0 = self.clock, False, None
         if reasons:
             stop_unit = self.lkg.get("unit", "") if self.lkg.get("unit", s["unit"]) != s["unit"] else ""
             self.touched = self.changed = True
             since = self.h.restart(stop_unit)
             restarted, t0 = True, self.h.monotonic()
             self.h.say("candidate %d: restarted (%s changed), waiting for readiness" % (index, ", ".join(reasons)))
-        ready = self.h.wait_ready(s["unit"], s["health_url"], since if restarted else self.clock, s["ready_timeout"])
+        ready = self.h.wait_ready(s["unit"], s["health_url"], since, s["ready_timeout"])
         if ready.get("state") != "ready":
             cls = ready.get("cls") or "timeout"
             msg = "%s Evidence: %s" % (
@@ -209,7 +205,7 @@ class DeployTransaction(object):
         failed = [{"argv": s["candidates"][a["candidate"]]["argv"], "class": a["class"]}
                   for a in self.attempts if a["outcome"] in (RESULT_FAILED, RESULT_SKIPPED)]
         meta.update(argv=cand["argv"], candidate=self.attempts[-1]["candidate"], failed_before=failed,
-                    ready_epoch=int(since + load) if since is not None and load is not None else int(self.lkg.get("ready_epoch", 0) or 0),
+                    ready_epoch=int(since + load) if load is not None else int(self.lkg.get("ready_epoch", 0) or 0),
                     load_seconds=load_seconds, unit=s["unit"], unit_path=unit_path, env_file=s["env_file"],
                     health_url=s["health_url"], base_url=s["base_url"])
         timeout = start_timeout(load_seconds, int(s.get("timeout_start_sec_min", 300)), int(s["ready_timeout"]))
@@ -266,18 +262,21 @@ class DeployTransaction(object):
         msg = " ".join(parts)
         raise DeployFailed(msg, self.result(None, msg))
 
-    def result(self, passed, msg=None):
-        s = self.s
-        if passed is not None:
-            row = self.attempts[passed]
-            if s.get("check_mode"):
-                gate = "check mode: candidate %d %s; the gate was NOT run" % (
-                    passed, ("would restart (%s changed)" % ", ".join(row["reasons"])) if row["restart"] else "would not restart")
-            else:
-                gate = "candidate %d passed the gate" % passed
-            msg = msg or gate
-        else:
-            gate = "no candidate passed the gate"
+    def result(self, passed, msg=None, gate=None):
+        """The action's result; ``gate`` is its one-line verdict (by default from the candidate that passed)."""
+        if gate is None:
+            gate = self._gate_line(passed)
+            if passed is not None:
+                msg = msg or gate
         return {"changed": self.changed, "passed_candidate": passed, "gate_result": gate, "msg": msg,
                 "attempts": self.attempts, "live_touched": self.touched, "rollback": self.rollback,
                 "lkg_unit": self.lkg.get("unit", ""), "diffs": [d for d in self.diff if d.get("before") != d.get("after")]}
+
+    def _gate_line(self, passed):
+        if passed is None:
+            return "no candidate passed the gate"
+        if not self.s.get("check_mode"):
+            return "candidate %d passed the gate" % passed
+        row = self.attempts[passed]
+        return "check mode: candidate %d %s; the gate was NOT run" % (
+            passed, ("would restart (%s changed)" % ", ".join(row["reasons"])) if row["restart"] else "would not restart")
