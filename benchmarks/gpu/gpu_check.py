@@ -18,22 +18,13 @@ Writes DIR/gpu_check.json and prints a report; exit 1 when a comparison fails.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def load(name):
-    path = os.path.join(ROOT, "plugins", "module_utils", "gpu", name + ".py")
-    spec = importlib.util.spec_from_file_location("gpuhost_" + name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from gpu_utils import ROOT, load  # benchmarks/gpu/gpu_utils.py (this folder is on sys.path when the script runs)
 
 
 nvml_facts = load("nvml_facts")

@@ -24,7 +24,7 @@ bash tests/fixtures/nvidia-apt-repo.sh
 bash tests/fixtures/engine-venv.sh
 site=$("$GPUHOST_ROOT/.cache/engine-venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
-python -m py_compile benchmarks/gpu/gpu_check.py benchmarks/gpu/independent.py
+python -m py_compile benchmarks/gpu/gpu_check.py benchmarks/gpu/gpu_health.py benchmarks/gpu/gpu_utils.py benchmarks/gpu/independent.py
 # The GPU unit test files (tests/stages/gpu-tests; stage 30 leaves them out), in one run.
 mapfile -t gpu_tests < <(grep -v '^#' tests/stages/gpu-tests | grep .)
 junit=$(mktemp)
