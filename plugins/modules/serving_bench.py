@@ -455,69 +455,9 @@ files:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import coherence
-from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import metrics as bench_metrics
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.inputs import argument_spec
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.inputs import parse_concurrency  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.runner import BenchRun
-
-
-def argument_spec():
-    return dict(
-        base_url=dict(type="str", required=True),
-        model=dict(type="str"),
-        api=dict(type="str", choices=["completions", "chat"], default="completions"),
-        concurrency=dict(type="raw", default=1),
-        num_prompts=dict(type="int"),
-        input_len=dict(type="int", default=128),
-        output_len=dict(type="int", default=64),
-        dataset=dict(type="path"),
-        tokenizer=dict(type="path"),
-        ignore_eos=dict(type="bool", default=True),
-        temperature=dict(type="float", default=0.0),
-        seed=dict(type="int", default=0),
-        warmup=dict(type="int", default=2),
-        probes=dict(type="list", elements="dict"),
-        run_probes=dict(type="bool", default=True),
-        probes_only=dict(type="bool", default=False),
-        probe_max_tokens=dict(type="int", default=32, no_log=False),
-        probe_think_tokens=dict(type="int", default=1024, no_log=False),
-        probe_chat_fields=dict(type="dict", default={}),
-        probe_min_pass=dict(type="float", default=1.0, no_log=False),
-        nan_probe=dict(type="bool", default=True),
-        load_checks=dict(type="list", elements="str", choices=list(coherence.DETECTORS),
-                         default=list(coherence.DETECTORS)),
-        max_incoherent_rate=dict(type="float", default=0.05),
-        max_error_rate=dict(type="float", default=0.0),
-        require_usage=dict(type="bool", default=True),
-        api_key=dict(type="str", no_log=True),
-        timeout=dict(type="float", default=300.0),
-        stall_timeout=dict(type="float", default=60.0),
-        allow_queue_bound=dict(type="bool", default=False),
-        server_metrics=dict(type="str", choices=["auto", "require", "off"], default="auto"),
-        server_metrics_tolerance=dict(type="float", default=0.02),
-        client_processes=dict(type="int", default=0),
-        client_lag_threshold_ms=dict(type="float", default=1.0),
-        client_cpu_threshold=dict(type="float", default=0.9),
-        trials=dict(type="int", default=1),
-        tolerance=dict(type="float", default=0.1),
-        min_abs_ms=dict(type="float", default=1.0),
-        min_duration_s=dict(type="float", default=5.0),
-        min_requests=dict(type="int", default=32),
-        noise_factor=dict(type="float", default=3.0),
-        max_threshold=dict(type="float", default=0.4),
-        confirm_regressions=dict(type="int", default=1),
-        gate_metrics=dict(type="list", elements="str", choices=sorted(bench_metrics.GATE_METRICS),
-                          default=["output_throughput", "ttft_ms.p50", "tpot_ms.p50"]),
-        fingerprint=dict(type="dict", default={}),
-        baseline_dir=dict(type="path"),
-        update_baseline=dict(type="bool", default=False),
-        report_dir=dict(type="path"),
-        run_id=dict(type="str"),
-        mode=dict(type="str", choices=["run", "report", "finalize"], default="run"),
-        gpu_health=dict(type="dict"),
-        gpu_health_after=dict(type="dict"),
-        plots=dict(type="bool", default=True),
-    )
 
 
 def main():

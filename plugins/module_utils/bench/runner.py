@@ -20,7 +20,6 @@ import threading
 import time
 import uuid
 
-from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client as bench_client
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import metrics as bench_metrics
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import report as bench_report
@@ -229,6 +228,9 @@ class BenchRun(object):
         if not getattr(self.client, "HAS_AIOHTTP", True):
             self.out["failure_class"] = "missing_library"
             self.out["exception"] = str(getattr(self.client, "AIOHTTP_IMPORT_ERROR", ""))
+            # imported here: the rest of the runner is plain Python (benchmarks/gpu/sglang/health_bench.py runs it
+            # on a machine without Ansible)
+            from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
             return Result(self.out, True, missing_required_lib("aiohttp"))
         return self.run()
 
