@@ -3,7 +3,7 @@
 # only ~30 s after a run returns, so chained runs must follow each other at once). Everything logs to $OUT.
 #   OUT=... bash benchmarks/gpu/sglang/device.sh stage PARTDIR     append the parts in PARTDIR to /tmp/sglang/parts
 #   OUT=... bash benchmarks/gpu/sglang/device.sh start [ARGS...]   unpack (once), start the server (setsid), wait
-#   OUT=... bash benchmarks/gpu/sglang/device.sh EXPERIMENT        record | bench (benchmarks/gpu/sglang/*.py)
+#   OUT=... bash benchmarks/gpu/sglang/device.sh EXPERIMENT        record | bench | health_bench (benchmarks/gpu/sglang/*.py)
 # The launch is the one that worked on this machine with the trimmed kernel package: triton attention, pytorch
 # sampling, no grammar backend, bf16, metrics on.
 set -uo pipefail
@@ -39,7 +39,7 @@ case "${1:-}" in
       sleep 1
     done
     cp "$W/server.log" "$OUT/server-start.log" ;;
-  record|bench)
+  record|bench|health_bench)
     python3 "$ROOT/benchmarks/gpu/sglang/$1.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" 2>&1 | tee "$OUT/$1.log"
     cp "$W/server.log" "$OUT/server.log" ;;
   nvml)
@@ -78,5 +78,5 @@ PY
         --host 127.0.0.1 --port 30011 $extra >"$OUT/startup-fail-$name.log" 2>&1
       echo "$name rc=$?" | tee -a "$OUT/failures.txt"
     done ;;
-  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | record | bench | nvml | failures" >&2; exit 2 ;;
+  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | record | bench | health_bench | nvml | failures" >&2; exit 2 ;;
 esac
