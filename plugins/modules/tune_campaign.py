@@ -22,7 +22,8 @@ description:
     C(ruled_out) (crash memory: a failed row's class rules it out; the row is recorded with the row that ruled it
     out) or C(budget) (the campaign's C(time_budget_s) is spent)."
   - "O(action=record): appends the candidate's result row (status C(ok), C(rejected), C(startup_failed),
-    C(incoherent), C(bench_failed), C(slo_violation), C(error)) with its evidence to the append-only state."
+    C(incoherent), C(bench_failed), C(slo_violation), C(error), C(gpu_degraded)) with its evidence and GPU health to
+    the append-only state."
   - "O(action=report): decides (the winner beats the base by more than max(min_improvement, measured noise) and
     regresses no gate metric) and writes C(results.md), C(results.csv), C(results.json), C(pareto.png) and
     C(winner.yml) (the winner's inventory snippet)."
@@ -75,6 +76,18 @@ options:
     elements: dict
   parser:
     description: The M(gpuhost.sglang.server_args) result, for C(rejected).
+    type: dict
+  gpu_health:
+    description:
+      - "For C(benched): GPU health read before the candidate's ladder (M(gpuhost.sglang.gpu_facts)' C(health)).
+        The row carries its comparable state; a verdict between the base and a candidate measured in another
+        health state is C(refused) with both states. A reading whose state is C(unknown) (no NVML) judges nothing."
+    type: dict
+  gpu_health_after:
+    description:
+      - "For C(benched): GPU health read after the ladder. When the GPUs were degraded before the ladder or got worse
+        during it, the row is C(gpu_degraded) (the candidate runs again when the campaign resumes) and the campaign
+        has no winner until it has none."
     type: dict
   note:
     description: Free text kept with the row (the failed task's message).
@@ -228,11 +241,15 @@ def run(p, check_mode):
     if p["action"] == "adopted":
         st.append("adopt", id=cand["id"], index=cand["index"], options=cand["options"])
         return {"changed": True}
-    existing = st.rows().get(cand["id"])
+    existing = st.final(cand["id"])
     if existing:
         return {"changed": False, "row": existing, "msg": "candidate %d already has a row (kept)" % cand["index"]}
+    for name in ("gpu_health", "gpu_health_after"):
+        if p[name] and p[name].get("state") not in ("ok", "degraded", "unknown"):
+            raise CampaignError(name, p[name].get("state"), "gpu_facts' health result (its state ok, degraded or unknown)")
     row = tune_decide.row_from(cand, p["stage"], plan["objective"], failure=p["failure"], levels=p["levels"],
-                               parser=p["parser"], message=p["note"])
+                               parser=p["parser"], message=p["note"], gpu_health=p["gpu_health"],
+                               gpu_health_after=p["gpu_health_after"])
     row["duration_s"] = round(p["duration_s"], 1)
     return {"changed": True, "row": st.append("row", **row)}
 
@@ -251,6 +268,8 @@ def main():
             failure=dict(type="dict"),
             levels=dict(type="list", elements="dict"),
             parser=dict(type="dict"),
+            gpu_health=dict(type="dict"),
+            gpu_health_after=dict(type="dict"),
             note=dict(type="str", default=""),
             duration_s=dict(type="float", default=0),
             plots=dict(type="bool", default=True),

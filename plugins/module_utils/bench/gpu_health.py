@@ -70,6 +70,8 @@ def may_record(now_state):
 
 def degradation(before, after):
     """What got worse during the run (gpu/health.py degradation of the two full readings)."""
+    if before and before.get("state") == "unknown":
+        return []  # nothing was known before the run (no NVML): nothing to degrade from, and no baseline is pending
     if not before or not after:
         return ["no GPU health reading %s the run" % ("before" if not before else "after")]
     if after.get("state") == "unknown":

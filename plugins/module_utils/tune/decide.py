@@ -8,12 +8,19 @@ The winner must (1) be ``ok`` (served, passed the coherence canary and every ben
 larger relative trial spread of the two (bench/metrics.aggregate_trials, the serving_bench gate's definition), and
 (3) regress no adopt.gate_metrics on any level by more than max(adopt.max_regression, noise) (bench/store.compare,
 the same rule as the serving_bench regression gate).
+
+GPU health (gpu_facts' readings before and after each candidate's ladder, bench/gpu_health.py): a row carries its
+comparable state; a candidate whose GPUs were degraded before its ladder or degraded during it is
+``gpu_degraded`` (measured on wrong hardware: it runs again when the campaign resumes); a campaign with such a row
+has no winner, so nothing it measured becomes the deployed configuration; a verdict between the base and a
+candidate measured in another health state is ``refused`` with both states.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import gpu_health as bench_health
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 
 # serving_bench failure classes that mean "the output is wrong", not "the server is slow or down"
@@ -66,8 +73,32 @@ def objective_value(levels, objective):
     return None, 0.0, objective["concurrency"]
 
 
-def row_from(candidate, stage, objective, failure=None, levels=None, parser=None, message=""):
-    """A result row. stage: rejected | gate_failed | benched | error."""
+def health_of(before, after):
+    """(state, degraded) of one ladder from gpu_facts' health readings taken before and after it: the comparable
+    state recorded beside the row (None without a reading) and what was wrong before the ladder or got worse during
+    it (empty when nothing was, or when the reading before was unknown: a host without NVML has nothing to judge)."""
+    if not before:
+        return None, []
+    st = bench_health.state(before)
+    if st["state"] == "unknown":
+        return st, []
+    wrong = ["before the ladder: " + p for p in before.get("problems") or []]
+    return st, wrong + ["during the ladder: " + r for r in bench_health.degradation(before, after)]
+
+
+def health_refusal(base_state, state):
+    """Why a verdict between the base's row and a candidate's is refused (the candidate's GPUs were degraded, or
+    the two were measured in different GPU health states), or None. Two rows that both could not read NVML are
+    compared as rows without health are (bench/gpu_health.refusal)."""
+    if base_state is not None and base_state == state and state.get("state") == "unknown":
+        return None
+    return bench_health.refusal(base_state, state)
+
+
+def row_from(candidate, stage, objective, failure=None, levels=None, parser=None, message="", gpu_health=None,
+             gpu_health_after=None):
+    """A result row. stage: rejected | gate_failed | benched | error. ``gpu_health`` and ``gpu_health_after``:
+    gpu_facts' health read before and after a benched candidate's ladder."""
     row = {"id": candidate["id"], "index": candidate["index"], "name": candidate["name"], "options": candidate["options"],
            "delta": candidate["delta"], "class": None, "message": message, "levels": [], "evidence": {}}
     if stage == "rejected":
@@ -104,6 +135,11 @@ def row_from(candidate, stage, objective, failure=None, levels=None, parser=None
                 row["status"] = "ok"
                 row["message"] = message
         row["class"] = row["class"] or ("slo_violation" if row["status"] == "slo_violation" else None)
+        row["gpu_health"], row["gpu_degraded"] = health_of(gpu_health, gpu_health_after)
+        if row["gpu_degraded"]:
+            row.update(status="gpu_degraded", message=("GPUs degraded (%s); measured on wrong hardware, it runs again "
+                                                       "when the campaign resumes" % "; ".join(row["gpu_degraded"]))[:600],
+                       **{"class": "gpu_degraded"})
     else:
         row.update(status="error", message=str(message)[:600], **{"class": "error"})
     return row
@@ -114,8 +150,13 @@ def _levels_by_conc(row):
 
 
 def judge(row, base, objective, adopt):
-    """How ``row`` compares with the base row: dict(verdict, improvement, threshold, noise, regressions)."""
+    """How ``row`` compares with the base row: dict(verdict, improvement, threshold, noise, regressions); verdict
+    ``refused`` (with the reason) across GPU health states."""
     value, spread, conc = objective_value(row["levels"], objective)
+    refused = health_refusal(base.get("gpu_health"), row.get("gpu_health"))
+    if refused:
+        return {"verdict": "refused", "improvement": None, "value": value, "concurrency": conc,
+                "reason": "verdict refused: " + refused}
     bvalue, bspread, _bconc = objective_value(base["levels"], objective)
     if value is None or not bvalue:
         return {"verdict": "no_value", "improvement": None, "value": value, "base_value": bvalue, "concurrency": conc}
@@ -145,6 +186,14 @@ def judge(row, base, objective, adopt):
 def decide(candidates, rows, objective, adopt):
     """The decision over every candidate: {winner (row or None), base_ok, reason, judgements {id: judge}}."""
     base = rows.get(candidates[0]["id"])
+    degraded = [rows[c["id"]] for c in candidates if rows.get(c["id"], {}).get("status") == "gpu_degraded"]
+    if degraded:
+        return {"winner": None, "base_ok": bool(base and base.get("status") == "ok"), "judgements": {},
+                "gpu_degraded": dict((r["id"], r["gpu_degraded"]) for r in degraded),
+                "reason": "no winner: the GPUs were degraded while candidate(s) %s ran (%s); a campaign measured on "
+                          "degraded GPUs never becomes the deployed configuration: fix the GPUs and resume it (those "
+                          "candidates run again)" % (", ".join(str(r["index"]) for r in degraded),
+                                                    "; ".join(degraded[0]["gpu_degraded"]))}
     if not base or base.get("status") != "ok":
         return {"winner": None, "base_ok": False, "judgements": {},
                 "reason": "the base (last-known-good) did not pass: %s" % ((base or {}).get("status") or "not measured")}

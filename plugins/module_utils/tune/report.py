@@ -14,6 +14,7 @@ import io
 import json
 import os
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import gpu_health as bench_health
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 
 CSV_FIELDS = ["index", "id", "name", "status", "class", "concurrency", "output_throughput", "output_throughput.spread",
@@ -35,6 +36,8 @@ def _note(row, judgement, decision):
     if row["status"] == "ruled_out":
         return "ruled out by candidate %s: %s" % (row.get("ruled_out_by_index"), row.get("message", ""))
     if judgement:
+        if judgement["verdict"] == "refused":
+            return judgement["reason"][:300].replace("|", "/")
         if judgement["verdict"] == "regresses":
             return "regresses: " + "; ".join(judgement["regressions"])
         if judgement.get("improvement") is not None:
@@ -69,6 +72,9 @@ def markdown(plan, rows, decision):
         lines.append("| %s | %s | %s | %s | %s |" % (
             row["index"], row["name"] or "base", status, " | ".join(cells),
             _note(row, decision["judgements"].get(row["id"]), decision)))
+    health = health_lines(ordered_rows(plan["candidates"], rows))
+    if health:
+        lines += ["", "GPU health before each ladder:"] + health
     pending = [c for c in plan["candidates"] if c["id"] not in rows]
     if pending:
         lines += ["", "Not run (yet): " + ", ".join("%d %s" % (c["index"], c["name"]) for c in pending)]
@@ -76,6 +82,22 @@ def markdown(plan, rows, decision):
         lines += ["", "%d more candidates left out by max_candidates=%d." % (plan["left_out"], plan["max_candidates"])]
     lines += ["", "Decision: " + decision["reason"]]
     return lines
+
+
+def health_lines(rows):
+    """One line per GPU health state the benched rows were measured in, with the candidates measured in it."""
+    seen = []
+    for row in rows:
+        if row.get("gpu_health") is None:
+            continue
+        text = bench_health.describe(row["gpu_health"])
+        for entry in seen:
+            if entry[0] == text:
+                entry[1].append(str(row["index"]))
+                break
+        else:
+            seen.append((text, [str(row["index"])]))
+    return ["- %s: candidate(s) %s" % (text, ", ".join(idx)) for text, idx in seen]
 
 
 def csv_text(plan, rows, decision):

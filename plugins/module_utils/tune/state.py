@@ -5,7 +5,9 @@
 write under an exclusive lock, fsync, a torn last line never glued onto). Events:
   plan   {candidates, campaign}        each run of the playbook
   start  {id, index}                   a candidate is about to restart the server
-  row    {id, index, status, class, ...}  the candidate's result (terminal: it never runs again)
+  row    {id, index, status, class, ...}  the candidate's result (terminal: it never runs again; except a
+                                       gpu_degraded row, measured on degraded GPUs: the candidate runs again and
+                                       its next row replaces it)
   adopt  {id, options}                 the winner was deployed as last-known-good
 A candidate with a ``start`` and no ``row`` was interrupted: a resumed campaign runs it again, nothing else.
 """
@@ -21,6 +23,8 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import memory
 
 TERMINAL = ("ok", "rejected", "ruled_out", "incoherent", "slo_violation", "bench_failed", "startup_failed", "error")
+# rows whose measurement is void: the candidate runs again when the campaign resumes
+RERUN = ("gpu_degraded",)
 
 
 def state_path(state_dir, name):
@@ -39,12 +43,17 @@ class CampaignState(object):
         return fields
 
     def rows(self):
-        """Terminal rows by candidate id (the first one wins: a row is never replaced)."""
+        """Rows by candidate id (the first terminal one wins: it is never replaced; a RERUN row is, by the next)."""
         out = {}
         for ev in self.events:
-            if ev.get("event") == "row" and ev.get("id") not in out:
+            if ev.get("event") == "row" and (ev.get("id") not in out or out[ev["id"]].get("status") in RERUN):
                 out[ev["id"]] = ev
         return out
+
+    def final(self, candidate_id):
+        """The candidate's row when it never runs again (None: none yet, or a RERUN row)."""
+        row = self.rows().get(candidate_id)
+        return None if row is None or row.get("status") in RERUN else row
 
     def interrupted(self):
         rows = self.rows()
@@ -58,7 +67,7 @@ class CampaignState(object):
     def begin(self, candidate, rules, budget_s=None, now=None):
         """Decide what happens to ``candidate``: run, done (resume), ruled_out (a row is recorded) or budget."""
         rows = self.rows()
-        if candidate["id"] in rows:
+        if self.final(candidate["id"]):
             return {"action": "done", "row": rows[candidate["id"]]}
         if candidate["index"] > 0:
             hit = memory.ruled_out(candidate, sorted(rows.values(), key=lambda r: r.get("index", 0)), rules)
@@ -71,6 +80,6 @@ class CampaignState(object):
             if budget_s is not None and self.spent_s() >= budget_s:
                 return {"action": "budget", "row": None,
                         "message": "time budget %ss spent (%ss): not started; raise time_budget_s and resume" % (budget_s, self.spent_s())}
-        rerun = candidate["id"] in self.interrupted()
+        rerun = candidate["id"] in self.interrupted() or candidate["id"] in rows
         self.append("start", id=candidate["id"], index=candidate["index"], name=candidate["name"], rerun=rerun)
         return {"action": "run", "row": None, "rerun": rerun}

@@ -29,7 +29,7 @@ objective: {concurrency: 1}
 def params(**kw):
     p = {"action": None, "campaign": None, "base_options": {"device": "cpu"}, "profile_options": {}, "state_dir": None,
          "plan": None, "index": None, "stage": None, "failure": None, "levels": None, "parser": None, "note": "",
-         "duration_s": 0.0, "plots": False}
+         "duration_s": 0.0, "plots": False, "gpu_health": None, "gpu_health_after": None}
     p.update(kw)
     return p
 

@@ -128,3 +128,14 @@ def test_finalize_input_errors_name_the_variable(tmp_path):
     assert res.failed and "gpu_health_after" in res.msg
     res = run(params(tmp_path, run_id="x", gpu_health={"gpus": []}))
     assert res.failed and "gpu_health must be gpu_facts' health result" in res.msg
+
+
+def test_finalize_after_an_unknown_reading_marks_nothing(tmp_path):
+    """A host whose NVML could not be read before the run (a tuning campaign on a CPU host passes gpu_facts' reading
+    as it is) has nothing to degrade from: finalize marks nothing and no baseline was pending."""
+    unknown = health.read_safely(None)
+    res = run(params(tmp_path, run_id="cpu", gpu_health=unknown))
+    assert not res.failed and res.out["results"][0]["regression"]["status"] == "withheld"
+    fin = finalize(tmp_path, "cpu", health.read_safely(None))
+    assert not fin.failed and fin.out["gpu_degraded"] == []
+    assert "gpu_degraded" not in bench_store.read_json(bench_store.run_path(str(tmp_path / "reports"), "cpu"))
