@@ -27,7 +27,9 @@ import time
 import pytest
 import yaml
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import health
 from ansible_collections.gpuhost.sglang.tests import harness
+from ansible_collections.gpuhost.sglang.tests.harness import fake_nvml
 
 from test_serving_role import MODELS, ROOT, SANDBOX, TESTHOST, WHEELHOUSE, create_host, ssh
 
@@ -42,6 +44,25 @@ CI_CAMPAIGN = os.path.join(ROOT, "campaigns", "sandbox-cpu-ci.yml")
 SERVED = ["/etc/systemd/system/sglang.service", "/etc/sglang/sglang.env", "/etc/sglang/last-known-good/meta.json",
           "/etc/sglang/last-known-good/sglang.service", "/etc/sglang/last-known-good/env"]
 DROP_IN = "/etc/systemd/system/sglang.service.d/10-start-timeout.conf"
+
+
+
+def standin_gpu_facts(nvml):
+    """A gpu_facts result with its health read from ``nvml`` as the module reads it (the host has no GPU): what
+    tune.yml's tune_gpu_facts / tune_gpu_facts_after replay instead of reading NVML."""
+    return {"gpu_count": 1, "health": health.read(nvml, kernel_log=([], None))}
+
+
+def h200_recorded(which):
+    """The nvidia-h200 machine's own NVML answers (tests/unit/plugins/module_utils/gpu/fixtures/
+    h200_nvml_health_raw.json), at idle ("before") or after load ("after_load")."""
+    with open(os.path.join(ROOT, "tests", "unit", "plugins", "module_utils", "gpu", "fixtures",
+                           "h200_nvml_health_raw.json")) as fh:
+        return standin_gpu_facts(fake_nvml.ReplayNVML(json.load(fh)[which]))
+
+
+H200_STATE = {"state": "ok", "p2p": None, "gpus": [{"index": 0, "pcie_max": "gen5 x16", "pcie_width": 16,
+                                                    "persistence_mode": True, "problems": []}]}
 
 pytestmark = [pytest.mark.testhosts, pytest.mark.engine, pytest.mark.serving_role]
 
@@ -130,7 +151,8 @@ def test_ci_campaign_rows_results_and_the_host_back_on_last_known_good(host):
     the same bytes afterwards and the server answers the probes."""
     before = checksums(host, SERVED + [DROP_IN])
     t0 = time.time()
-    rc, out, counts = playbook(host, "tune.yml", {"campaign": CI_CAMPAIGN})
+    rc, out, counts = playbook(host, "tune.yml", {"campaign": CI_CAMPAIGN, "tune_gpu_facts": h200_recorded("before"),
+                                                  "tune_gpu_facts_after": h200_recorded("after_load")})
     print("CI campaign: %.0f s, recap %s" % (time.time() - t0, counts))
     assert rc == 0 and counts.get("failed") == 0, out[-4000:]
     evs = events(host, "sandbox-cpu-ci")
@@ -143,12 +165,19 @@ def test_ci_campaign_rows_results_and_the_host_back_on_last_known_good(host):
     assert "--cb-num-blocks" in rows[2]["message"] and "valid integer" in rows[2]["message"], rows[2]["message"]
     assert rows[3]["class"] and rows[3]["evidence"]["journal_tail"], rows[3]
     assert [lv["concurrency"] for lv in rows[0]["levels"]] == [8] and rows[0]["levels"][0]["output_throughput"] > 0
+    # GPU health beside the results: the rows, and the fingerprint of each ladder's serving_bench run
+    assert [(rows[i]["gpu_health"], rows[i]["gpu_degraded"]) for i in (0, 1)] == [(H200_STATE, [])] * 2, rows
+    with open(os.path.join(folder, "bench", "runs", "sandbox-cpu-ci-0-%s.json" % rows[0]["id"])) as f:
+        run0 = json.load(f)
+    assert run0["fingerprint_gpu_health"] == H200_STATE and run0["levels"]["8"]["gpu_health"] == H200_STATE
+    assert run0["gpu_health"]["after"]["gpus"][0]["clock_events"] == ["sw_power_cap"] and "gpu_degraded" not in run0
     assert res["decision"]["winner"] is None, res["decision"]
     assert res["decision"]["judgements"][rows[1]["id"]]["verdict"] in ("loses", "regresses"), res["decision"]
     with open(os.path.join(folder, "results.md")) as f:
         md = f.read()
     print(md)
     assert "| c=8 tok/s | c=8 TTFT p99 | c=8 TPOT p50 | note |" in md and "Decision: no candidate beat the base" in md
+    assert "- ok, 1 GPU(s) gen5 x16 width x16: candidate(s) 0, 1" in md
     assert re.search(r"(?m)^\| 3 \| device=\"cuda\" \| startup_failed", md), md
     with open(os.path.join(folder, "results.csv")) as f:
         csv_rows = f.read().splitlines()
@@ -165,6 +194,43 @@ def test_ci_campaign_rows_results_and_the_host_back_on_last_known_good(host):
     # (their argv is one tune.yml's single parser call accepted)
     validate = r"validate every candidate with the engine's own parser before anything restarts, transformers [\d.]+\] \**\s*(\w+)"
     assert re.findall(validate, out) == ["skipping"] * 3, re.findall(validate, out)
+    assert ssh(host, "systemctl is-active sglang.service") == "active"
+
+
+def test_gpus_that_degrade_during_the_ladder_leave_no_winner(host, tmp_path):
+    """The base's ladder between a healthy reading and a thermal-throttled one (stand-ins: harness.fake_nvml's H200
+    and its thermal throttle state): the row is gpu_degraded, its serving_bench run is marked, the campaign has no
+    winner and says why, and the host ends on last-known-good. The only candidate is one the parser rejects, so
+    nothing restarts."""
+    before = checksums(host, SERVED + [DROP_IN])
+    with open(CI_CAMPAIGN) as f:
+        doc = yaml.safe_load(f)
+    doc.update(name="sandbox-cpu-degraded", space={"cb-num-blocks": ["plenty"]}, max_candidates=1)
+    doc["workload"]["trials"] = 1
+    campaign = tmp_path / "degraded.yml"
+    campaign.write_text(yaml.safe_dump(doc))
+    t0 = time.time()
+    rc, out, counts = playbook(host, "tune.yml", {
+        "campaign": str(campaign), "tune_gpu_facts": standin_gpu_facts(fake_nvml.h200_box()),
+        "tune_gpu_facts_after": standin_gpu_facts(fake_nvml.thermal_throttle_box())})
+    print("degraded campaign: %.0f s, recap %s" % (time.time() - t0, counts))
+    assert rc == 0 and counts.get("failed") == 0, out[-4000:]
+    folder = os.path.join(host["state"], "sandbox-cpu-degraded")
+    with open(os.path.join(folder, "results.json")) as f:
+        res = json.load(f)
+    base = res["rows"][0]
+    assert (base["status"], base["class"]) == ("gpu_degraded", "gpu_degraded"), base
+    assert base["gpu_degraded"] == [
+        "during the ladder: gpu0: clock event reasons: sw_thermal_slowdown, hw_thermal_slowdown",
+        "during the ladder: gpu0: thermal violation 12.5 s during the run"], base
+    assert res["decision"]["winner"] is None
+    assert res["decision"]["reason"].startswith("no winner: the GPUs were degraded while candidate(s) 0 ran"), res
+    with open(os.path.join(folder, "bench", "runs", "sandbox-cpu-degraded-0-%s.json" % base["id"])) as f:
+        run0 = json.load(f)
+    assert run0["gpu_degraded"] == ["gpu0: clock event reasons: sw_thermal_slowdown, hw_thermal_slowdown",
+                                    "gpu0: thermal violation 12.5 s during the run"]
+    assert "no winner: the GPUs were degraded" in out and not os.path.exists(os.path.join(folder, "winner.yml"))
+    assert checksums(host, SERVED + [DROP_IN]) == before
     assert ssh(host, "systemctl is-active sglang.service") == "active"
 
 
