@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from gpu_utils import load  # benchmarks/gpu/gpu_utils.py (this folder is on sys.path when the script runs)
+from gpu_utils import load, pynvml_or_none  # benchmarks/gpu/gpu_utils.py (this folder is on sys.path when the script runs)
 
 
 health = load("health")
@@ -50,11 +50,7 @@ def main():
     ap.add_argument("--before-after", type=float, default=0.0)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    try:
-        import pynvml
-    except ImportError as exc:
-        print("pynvml not importable: %s" % exc)
-        pynvml = None
+    pynvml = pynvml_or_none()
     kernel_log = health.read_kernel_log(run=health.run_command)
     rec = {"pynvml": getattr(pynvml, "__file__", None), "kernel_log_readable": kernel_log[0] is not None,
            "kernel_log_why": kernel_log[1]}

@@ -26,6 +26,8 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "collections"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks", "gpu"))
+from gpu_utils import pynvml_or_none  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client as bench_client  # noqa: E402
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import gpu_health as bench_health  # noqa: E402
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_metrics  # noqa: E402
@@ -94,11 +96,7 @@ def main():
     ap.add_argument("--min-duration-s", type=float, default=5.0)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    try:
-        import pynvml  # pylint: disable=import-outside-toplevel
-    except ImportError as exc:
-        print("pynvml not importable: %s" % exc)
-        pynvml = None
+    pynvml = pynvml_or_none()
     rec = {"pynvml": getattr(pynvml, "__file__", None), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     before = read_health(pynvml)
     rec["health_before"] = before
