@@ -46,7 +46,6 @@ SERVED = ["/etc/systemd/system/sglang.service", "/etc/sglang/sglang.env", "/etc/
 DROP_IN = "/etc/systemd/system/sglang.service.d/10-start-timeout.conf"
 
 
-
 def standin_gpu_facts(nvml):
     """A gpu_facts result with its health read from ``nvml`` as the module reads it (the host has no GPU): what
     tune.yml's tune_gpu_facts / tune_gpu_facts_after replay instead of reading NVML."""

@@ -188,12 +188,12 @@ def decide(candidates, rows, objective, adopt):
     base = rows.get(candidates[0]["id"])
     degraded = [rows[c["id"]] for c in candidates if rows.get(c["id"], {}).get("status") == "gpu_degraded"]
     if degraded:
+        which = ", ".join(str(r["index"]) for r in degraded)
         return {"winner": None, "base_ok": bool(base and base.get("status") == "ok"), "judgements": {},
                 "gpu_degraded": dict((r["id"], r["gpu_degraded"]) for r in degraded),
                 "reason": "no winner: the GPUs were degraded while candidate(s) %s ran (%s); a campaign measured on "
                           "degraded GPUs never becomes the deployed configuration: fix the GPUs and resume it (those "
-                          "candidates run again)" % (", ".join(str(r["index"]) for r in degraded),
-                                                    "; ".join(degraded[0]["gpu_degraded"]))}
+                          "candidates run again)" % (which, "; ".join(degraded[0]["gpu_degraded"]))}
     if not base or base.get("status") != "ok":
         return {"winner": None, "base_ok": False, "judgements": {},
                 "reason": "the base (last-known-good) did not pass: %s" % ((base or {}).get("status") or "not measured")}

@@ -46,7 +46,9 @@ def level(conc, tput):
                          "trials": {"n": 2, "metrics": agg}}], "failed": False, "failure_class": ""}
 
 
-def row(plan, i, tput, before=OK, after=None):
+def row(plan, i, tput, before=None, after=None):
+    """A benched row between two readings (OK when not given; ``after`` defaults to ``before``)."""
+    before = OK if before is None else before
     return decide.row_from(plan["candidates"][i], "benched", plan["objective"], levels=[level(1, tput / 4), level(8, tput)],
                            gpu_health=before, gpu_health_after=before if after is None else after)
 
