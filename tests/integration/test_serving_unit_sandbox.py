@@ -208,7 +208,7 @@ def test_a_property_the_container_refuses_is_left_out_with_a_warning(host):
     more = {"sglang_test_lxc_refuses": ["ProtectProc=invisible"], "sglang_sandbox_command": [LXC_STANDIN]}
     rc, out = render(host, LAYOUTS["proxmox"], more)
     assert rc == 0, out[-3000:]
-    assert "WARNING: this host refuses ProtectProc=invisible (a transient unit with it failed:" in out, out[-3000:]
+    assert "[WARNING]: this host refuses ProtectProc=invisible (a transient unit with it failed:" in out, out[-3000:]
     assert "status=226" in out and "Failed to set up mount namespacing" in out, out[-3000:]
     assert "a first deploy has no last-known-good to fall back to" in out and "stops the failing unit" in out
     res = run_probe(host)

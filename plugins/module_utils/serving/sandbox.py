@@ -133,7 +133,7 @@ def decide(groups, run, policy="drop", unit="the unit"):
             return res
     res["kept"] = [g["name"] for g in kept]
     res["dropped"] = refused
-    res["warnings"] = ["WARNING: this host refuses %s (a transient unit with it failed: %s): %s is written without it "
+    res["warnings"] = ["this host refuses %s (a transient unit with it failed: %s): %s is written without it "
                        "(%s=drop; 'fail' stops instead). Left in, the unit would fail at its start and %s." % (
                            " ".join(r["lines"][:1]) + (" and its %d DeviceAllow= lines" % (len(r["lines"]) - 1)
                                                         if len(r["lines"]) > 1 else ""),

@@ -67,9 +67,9 @@ def test_refused_properties_are_dropped_with_a_warning_naming_each():
     # all together, none at all, each alone, then the kept ones together
     assert len(calls) == 1 + 1 + len(GROUPS) + 1 and calls[1] == []
     dp, pp = res["warnings"]
-    assert dp.startswith("WARNING: this host refuses DevicePolicy=closed and its 2 DeviceAllow= lines")
+    assert dp.startswith("this host refuses DevicePolicy=closed and its 2 DeviceAllow= lines")
     assert "status=226" in dp and "Failed to set up mount namespacing" in dp
-    assert pp.startswith("WARNING: this host refuses ProtectProc=invisible") and "Unknown assignment" in pp
+    assert pp.startswith("this host refuses ProtectProc=invisible") and "Unknown assignment" in pp
     assert "sglang_sandbox_refused=drop" in pp
     assert "a first deploy has no last-known-good to fall back to" in pp and "stops the failing unit" in pp
     # the probe units' own names never reach the evidence (the unit file would change on every run)
