@@ -56,8 +56,8 @@ def fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta=None, ch
     expected = loads * load if load > 0 else None
     parts = "%d candidate%s (the configuration%s)" % (
         n, "" if n == 1 else "s", "" if n == 1 else " and %d fallback%s" % (n - 1, "" if n == 2 else "s"))
-    what = parts + (" + restoring last-known-good" if restore else " (no last-known-good to restore: a first deploy "
-                                                                     "stops the failing unit)")
+    first = " (no last-known-good to restore: a first deploy stops the failing unit)"
+    what = parts + (" + restoring last-known-good" if restore else first)
     line = "fallback chain worst case: %s = %d load%s x sglang_ready_timeout=%d s = %d s" % (
         what, loads, "" if loads == 1 else "s", timeout, worst)
     line += ("; at the last-known-good's measured load time (%d s): %d s" % (load, expected) if expected is not None

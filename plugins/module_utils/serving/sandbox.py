@@ -82,6 +82,14 @@ def lines_of(groups):
     return [line for g in groups for line in g["lines"]]
 
 
+def _warning(refused, unit):
+    lines = refused["lines"]
+    what = lines[0] + (" and its %d DeviceAllow= lines" % (len(lines) - 1) if len(lines) > 1 else "")
+    return ("this host refuses %s (a transient unit with it failed: %s): %s is written without it (%s=drop; 'fail' "
+            "stops instead). Left in, the unit would fail at its start and %s." % (
+                what, refused["evidence"], unit, POLICY_VAR, FIRST_DEPLOY))
+
+
 def decide(groups, run, policy="drop", unit="the unit"):
     """Probe ``groups`` with ``run(lines) -> (ok, text)`` and decide.
 
@@ -133,10 +141,5 @@ def decide(groups, run, policy="drop", unit="the unit"):
             return res
     res["kept"] = [g["name"] for g in kept]
     res["dropped"] = refused
-    res["warnings"] = ["this host refuses %s (a transient unit with it failed: %s): %s is written without it "
-                       "(%s=drop; 'fail' stops instead). Left in, the unit would fail at its start and %s." % (
-                           " ".join(r["lines"][:1]) + (" and its %d DeviceAllow= lines" % (len(r["lines"]) - 1)
-                                                        if len(r["lines"]) > 1 else ""),
-                           r["evidence"], unit, POLICY_VAR, FIRST_DEPLOY)
-                       for r in refused]
+    res["warnings"] = [_warning(r, unit) for r in refused]
     return res
