@@ -10,6 +10,7 @@ sglang_profile   (gpu arch, model family, engine version, profile data[, overrid
 sglang_profile_details  same arguments -> {options, evidence, environment, matched, notes, fallbacks, arch, ...}
 sglang_candidates  (profile fallbacks, host fallback chain, host options) -> the ordered candidate option mappings
 sglang_exposure    (listen address, port, engine's public path prefixes, api key set[, supported]) -> {warning, ...}
+sglang_fallback_budget  (candidates, ready timeout, budget, last-known-good record, chain) -> {worst_case_seconds, line, error}
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,6 +21,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import ProfileError, candidate_chain, select_profile
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.exposure import ExposureError, exposure
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.fallback_budget import BudgetError, fallback_budget
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
     OptionsError, negatable_for, precheck, server_argv as _server_argv, shell_quote as _shell_quote, systemd_exec as _systemd_exec)
 
@@ -81,6 +83,13 @@ def sglang_exposure(listen_address, port, public_path_prefixes, api_key_set, api
         raise AnsibleFilterError(str(exc))
 
 
+def sglang_fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta=None, chain=True):
+    try:
+        return fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta, bool(chain))
+    except BudgetError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -91,4 +100,5 @@ class FilterModule(object):
             "sglang_profile_details": sglang_profile_details,
             "sglang_candidates": sglang_candidates,
             "sglang_exposure": sglang_exposure,
+            "sglang_fallback_budget": sglang_fallback_budget,
         }

@@ -347,6 +347,8 @@ def test_fault_cases_start_from_the_default_configuration(host):
     ("sglang_restart_sec", -1, "sglang_restart_sec=-1 is out of range: allowed an integer, 0 to 3600."),
     ("sglang_start_limit_burst", 0, "sglang_start_limit_burst=0 is out of range: allowed an integer, 1 to 1000."),
     ("sglang_port", 70000, "sglang_port=70000 is out of range: allowed an integer, 1 to 65535."),
+    # the fallback chain's worst case (here one candidate at sglang_ready_timeout, plus the restore) over its cap
+    ("sglang_fallback_budget_seconds", 100, "sglang_fallback_budget_seconds=100 is below the fallback chain's worst case of"),
 ])
 def test_bad_input_rejected_before_any_change(host, name, value, message):
     before, since = files_hash(host), serving_state(host)["since"]

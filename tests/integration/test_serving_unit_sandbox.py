@@ -102,9 +102,10 @@ def ssh(host, command, check=True):
     return proc
 
 
-def render(host, layout):
+def render(host, layout, more=None):
     """Run the role's device tasks and unit template for ``layout``; returns (rc, output with whitespace collapsed)."""
-    extra = {"sglang_test_nodes": layout["nodes"], "sglang_test_uvm_standin": layout.get("standin", False)}
+    extra = dict({"sglang_test_nodes": layout["nodes"], "sglang_test_uvm_standin": layout.get("standin", False)},
+                 **(more or {}))
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", host["inventory"], PLAYBOOK,
            "-e", json.dumps(extra)]
     env = harness.ansible_env()
@@ -190,4 +191,46 @@ def test_unusable_nodes_fail_before_the_unit_is_written(host, name, nodes, expec
     for text in expect:
         assert text in out, out[-3000:]
     assert "Traceback" not in out
+    assert ssh(host, "test -e %s" % UNIT, check=False).returncode != 0
+
+
+LXC_STANDIN = "/usr/local/sbin/gpuhost-lxc-systemd-run"   # tests/integration/files/lxc-systemd-run-standin
+
+
+def unit_lines(text):
+    return [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+
+
+def test_a_property_the_container_refuses_is_left_out_with_a_warning(host):
+    """The stand-in fails a transient unit with ProtectProc=invisible the way LXC fails a sandboxed unit (226/NAMESPACE,
+    "Failed to set up mount namespacing", lxc/lxc #4052): the unit is written without it, the rest of its sandbox
+    kept, and it starts."""
+    more = {"sglang_test_lxc_refuses": ["ProtectProc=invisible"], "sglang_sandbox_command": [LXC_STANDIN]}
+    rc, out = render(host, LAYOUTS["proxmox"], more)
+    assert rc == 0, out[-3000:]
+    assert "[WARNING]: this host refuses ProtectProc=invisible (a transient unit with it failed:" in out, out[-3000:]
+    assert "status=226" in out and "Failed to set up mount namespacing" in out, out[-3000:]
+    assert "a first deploy has no last-known-good to fall back to" in out and "stops the failing unit" in out
+    res = run_probe(host)
+    lines = unit_lines(res["unit"])
+    assert "ProtectProc=invisible" not in lines
+    assert "# Left out, this host refuses it (sglang_sandbox_refused=drop): ProtectProc=invisible" in res["unit"]
+    for kept in ("ProtectSystem=strict", "DevicePolicy=closed", "ProtectKernelTunables=yes", "RestrictNamespaces=yes"):
+        assert kept in lines, res["unit"]
+    assert res["start"].returncode == 0 and "Result=success" in res["show"], res["show"]
+    # a second run writes the same file (the probe units' names never reach it)
+    rc, out = render(host, LAYOUTS["proxmox"], more)
+    assert rc == 0 and ssh(host, "cat %s" % UNIT).stdout == res["unit"]
+
+
+def test_a_refused_property_with_policy_fail_stops_before_the_unit_is_written(host):
+    ssh(host, "rm -f %s" % UNIT)
+    more = {"sglang_test_lxc_refuses": ["ProtectProc=invisible", "ProtectKernelTunables=yes"],
+            "sglang_sandbox_command": [LXC_STANDIN], "sglang_sandbox_refused": "fail"}
+    rc, out = render(host, LAYOUTS["proxmox"], more)
+    assert rc != 0
+    assert ("this host refuses the sandboxing properties ProtectKernelTunables=yes, ProtectProc=invisible of "
+            "sglang.service") in out, out[-3000:]
+    assert "sglang_sandbox_refused=fail stops here, before the unit is written (allowed: drop" in out
+    assert "a first deploy has no last-known-good to fall back to" in out and "Traceback" not in out
     assert ssh(host, "test -e %s" % UNIT, check=False).returncode != 0

@@ -49,4 +49,4 @@ def test_reboots_for_blacklist_on_and_off(host):
 
 def test_bad_inputs(host):
     res = sl.bad_inputs(host)
-    assert len(res) == 5 and all(r["failed"] and r["unchanged"] for r in res.values()), res
+    assert len(res) == 6 and all(r["failed"] and r["unchanged"] for r in res.values()), res

@@ -20,8 +20,14 @@ def _vars(name):
 
 
 def test_filter_names():
-    assert sorted(F) == ["server_argv", "sglang_candidates", "sglang_exposure", "sglang_profile", "sglang_profile_details",
-                         "shell_quote", "systemd_exec"]
+    assert sorted(F) == ["server_argv", "sglang_candidates", "sglang_exposure", "sglang_fallback_budget", "sglang_profile",
+                         "sglang_profile_details", "shell_quote", "systemd_exec"]
+
+
+def test_fallback_budget_filter_names_the_variable():
+    with pytest.raises(AnsibleFilterError, match="sglang_fallback_budget_seconds=-1 is out of range"):
+        F["sglang_fallback_budget"]([{}], 60, -1)
+    assert F["sglang_fallback_budget"]([{}, {"a": 1}], 60, 0, {}, False)["worst_case_seconds"] == 60
 
 
 def test_server_argv_and_systemd_exec_compose():
@@ -84,8 +90,8 @@ def test_sglang_candidates_filter_takes_the_profile_details():
     details = F["sglang_profile_details"]("12.0", "glm-dsa", "0.5.23", data)
     chain = F["sglang_candidates"](details["fallbacks"], [{"cuda-graph-backend-decode": "disabled",
                                                           "cuda-graph-backend-prefill": "disabled"}], {"tp-size": 8})
-    assert chain[0] == {} and len(chain) == 4
-    assert {"dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm", "kv-cache-dtype": "bf16"} in chain
+    assert chain[0] == {} and len(chain) == 3
+    assert {"dsa-prefill-backend": "triton_sparse_mla"} in chain
     assert F["sglang_candidates"]([], [], {}) == [{}]
     assert details["environment"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
 

@@ -63,9 +63,16 @@ def test_sm120_glm_dsa_on_0_5_23():
     assert sel["environment"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
     assert "voipmonitor/rtx6kpro" in sel["environment_evidence"]["SGLANG_ENABLE_JIT_DEEPGEMM"]
     assert "unverified" in sel["environment_evidence"]["SGLANG_ENABLE_JIT_DEEPGEMM"].lower()
-    assert [f["name"] for f in sel["fallbacks"]] == ["no-cuda-graph", "dsa-triton-prefill", "dsa-trtllm"]
-    trtllm = sel["fallbacks"][2]["options"]
-    assert trtllm == {"dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm", "kv-cache-dtype": "bf16"}
+    assert [f["name"] for f in sel["fallbacks"]] == ["no-cuda-graph", "dsa-triton-prefill"]
+
+
+def test_sm120_has_no_trtllm_fallback_with_its_evidence():
+    """FlashInfer's TRTLLM-gen FMHA runner refuses SM120 ("Unsupported architecture", flashinfer #5290, sglang #29562):
+    a trtllm candidate would cost a full model load to fail."""
+    sel = select_profile("12.0", "glm-dsa", "0.5.23", DATA)
+    assert not [f for f in sel["fallbacks"] if "trtllm" in f["options"].values()], sel["fallbacks"]
+    note = " ".join(sel["notes"])
+    assert "#5290" in note and "#29562" in note and "Unsupported architecture" in note
 
 
 def test_glm_only_backends_do_not_reach_deepseek_dsa_on_sm120():
@@ -108,12 +115,10 @@ def test_candidate_chain_appends_the_profiles_fallbacks_after_the_hosts():
         {"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"},
         # the profile's no-cuda-graph entry equals the host's: tried once
         {"dsa-prefill-backend": "triton_sparse_mla"},
-        {"dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm", "kv-cache-dtype": "bf16"},
     ]
     # no host chain: the profile's own fallbacks alone
     assert [sorted(c) for c in profiles.candidate_chain(sel["fallbacks"], [], {})] == [
-        [], ["cuda-graph-backend-decode", "cuda-graph-backend-prefill"], ["dsa-prefill-backend"],
-        ["dsa-decode-backend", "dsa-prefill-backend", "kv-cache-dtype"]]
+        [], ["cuda-graph-backend-decode", "cuda-graph-backend-prefill"], ["dsa-prefill-backend"]]
 
 
 def test_candidate_chain_keeps_what_the_host_pinned():
