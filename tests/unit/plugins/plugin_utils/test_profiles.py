@@ -211,12 +211,13 @@ def test_datacenter_dsa_profile_is_known_but_empty():
     sel = select_profile("10.0", "deepseek-dsa", "0.5.23", DATA)
     assert sel["matched"] == ["datacenter-dsa"] and sel["options"] == {} and sel["notes"]
     sel = select_profile("9.0", "deepseek-dsa", "0.5.23", DATA)
-    assert sel["matched"] == ["sm90", "datacenter-dsa"] and sel["options"] == {}
+    assert sel["matched"] == ["sm90", "sm90-since-0.5.17", "datacenter-dsa"] and sel["options"] == {}
 
 
 @pytest.mark.parametrize("version, chain", [
+    ("0.5.15", ["triton-attention"]),
     ("0.5.17", ["triton-attention", "triton-attention-no-cuda-graph"]),
-    ("0.5.23", ["triton-attention"]),
+    ("0.5.23", ["triton-attention", "triton-attention-no-cuda-graph"]),
 ])
 def test_hopper_profile_adds_the_h200s_measured_fallbacks_only(version, chain):
     for fam in ("dense", "glm-dsa", None):
