@@ -65,8 +65,8 @@ case "${1:-}" in
   gap)
     python3 "$ROOT/benchmarks/gpu/sglang/gap.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" \
       --restart-cmd "OUT=$OUT bash $ROOT/benchmarks/gpu/sglang/device.sh restart" "${@:2}" 2>&1 | tee "$OUT/gap.log"
-    cp "$W/server.log" "$OUT/server.log"
-    tar -C "$W" -cf - reqmetrics 2>/dev/null | xz -1 >"$OUT/server-reqmetrics.tar.xz" ;;
+    xz -1 -c "$W/server.log" >"$OUT/server.log.xz"
+    rm -f "$OUT/server-start.log" ;;  # the restart's part of server.log
   record|bench)
     python3 "$ROOT/benchmarks/gpu/sglang/$1.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" 2>&1 | tee "$OUT/$1.log"
     cp "$W/server.log" "$OUT/server.log" ;;

@@ -20,11 +20,13 @@ cli_main per run (a fresh ``python -m sglang.bench_serving`` cost ~60 s of start
 
     python3 benchmarks/gpu/sglang/gap.py --base-url http://127.0.0.1:30000 --out DIR [--plan default|quick]
         [--reqlog-dir /tmp/sglang/reqmetrics] [--restart-cmd CMD] [--budget-s 540]
-Writes DIR/gap-raw.jsonl (one line a run, per-request arrays included) and DIR/gap-summary.txt (the table).
+Writes DIR/gap-raw.jsonl (one line a run, per-request arrays included), DIR/gap-summary.txt (the table) and
+DIR/server-requests.jsonl.xz (every per-request record of the server, without the prompts).
 """
 import argparse
 import glob
 import json
+import lzma
 import multiprocessing
 import os
 import random
@@ -52,6 +54,7 @@ PLANS = {
 }
 HISTOGRAMS = {"ttft": "sglang:time_to_first_token_seconds", "itl": "sglang:inter_token_latency_seconds",
               "e2e": "sglang:e2e_request_latency_seconds", "queue": "sglang:queue_time_seconds"}
+WORKDIR = os.environ.get("SGLANG_WORKDIR", "/tmp/sglang")  # device.sh's work directory (server.pid, reqmetrics/)
 MONO_TO_WALL = time.time() - time.monotonic()  # one offset for every process forked from here (same clocks)
 
 
@@ -87,7 +90,7 @@ def hist_delta(before, after):
 def server_pids():
     """Processes of the server's session (device.sh starts it with setsid and writes the leader's pid)."""
     try:
-        with open(os.environ.get("SGLANG_PIDFILE", "/tmp/sglang/server.pid")) as f:
+        with open(os.path.join(WORKDIR, "server.pid")) as f:
             sid = int(f.read().strip())
     except (OSError, ValueError):
         return {}
@@ -130,7 +133,7 @@ class ReqLog(object):
     """Reads the server's per-request metrics files from where the last read stopped."""
 
     def __init__(self, d):
-        self.dir, self.pos = d, {}
+        self.dir, self.pos, self.seen = d, {}, []
 
     def new(self):
         out = []
@@ -144,9 +147,17 @@ class ReqLog(object):
                     r = json.loads(line)
                 except ValueError:
                     continue
-                r.pop("request_parameters", None)
+                r.pop("request_parameters", None)  # the prompt and sampling parameters: large, and known here
                 out.append(r)
+        self.seen.extend(out)
         return out
+
+    def save(self, path):
+        """Every record read, compressed (``server-requests.jsonl.xz``)."""
+        with lzma.open(path, "wt") as f:
+            for r in self.seen:
+                f.write(json.dumps(r) + "\n")
+        return len(self.seen)
 
 
 def pct(vals, q):
@@ -430,9 +441,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--base-url", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--model-dir", default="/tmp/sglang/model")
+    ap.add_argument("--model-dir", default=os.path.join(WORKDIR, "model"))
     ap.add_argument("--plan", default="default", choices=sorted(PLANS))
-    ap.add_argument("--reqlog-dir", default="/tmp/sglang/reqmetrics")
+    ap.add_argument("--reqlog-dir", default=os.path.join(WORKDIR, "reqmetrics"))
     ap.add_argument("--restart-cmd", default="")
     ap.add_argument("--anchor-module", default="sglang.benchmark.serving")
     ap.add_argument("--budget-s", type=float, default=540.0, help="no run starts that would end after this")
@@ -480,11 +491,15 @@ def main():
                 rate[(c, n, tool)] = time.monotonic() - t
                 emit(dict(row, c=c, num_prompts=n, round=rnd + 1, wall_s=round(time.monotonic() - t, 2)))
     anchor.close()
+    reqlog.new()
+    emit({"tool": "server_requests", "records": reqlog.save(os.path.join(a.out, "server-requests.jsonl.xz"))})
+    if os.path.exists(os.path.join(a.out, "anchor-tmp.jsonl")):
+        os.remove(os.path.join(a.out, "anchor-tmp.jsonl"))
     table = summary(rows)
     with open(os.path.join(a.out, "gap-summary.txt"), "w") as f:
         f.write("plan %s; %s; total %.0f s\n" % (a.plan, shlex.join(sys.argv[1:]), time.monotonic() - t_start))
         for r in rows:
-            if r.get("tool") in ("restart", "anchor_import"):
+            if r.get("tool") in ("restart", "anchor_import", "server_requests"):
                 f.write(json.dumps(r) + "\n")
         f.write(table + "\n")
     print(table)
