@@ -239,7 +239,7 @@ def sglang_uses(rules_doc, dashboards):
                 recorded.add(r["record"])
             else:
                 read.update(_RECORDED_RE.findall(expr))
-            by = set(l.strip() for m in _BY_RE.findall(expr) for l in m.split(",") if l.strip())
+            by = set(lab.strip() for m in _BY_RE.findall(expr) for lab in m.split(",") if lab.strip())
             for sel in _SELECTOR_RE.findall(expr):
                 for name in _NAME_RE.findall(sel):
                     need = (set(m[0] for m in _MATCHER_RE.findall(sel)) | by) - SCRAPE_LABELS - {"__name__"}
