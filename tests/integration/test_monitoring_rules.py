@@ -3,7 +3,9 @@
 """roles/monitoring rules: rendered from the role's defaults and a stored baseline, checked and tested with the
 REAL promtool (Debian's prometheus package, unpacked by tests/fixtures/monitoring-apt-repo.sh): every alert has a
 firing and a not-firing case, the recording rules accept both SGLang prefixes."""
+import json
 import os
+import re
 import subprocess
 
 import jinja2
@@ -11,6 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import alert_thresholds
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_metrics
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # promtool comes from the fixture cache of the checkout (stage 20), also when this file runs from a copy
@@ -183,3 +186,126 @@ def test_promtool_check_and_test_rules(tmp_path):
         len(alerts), len(tests), len(cases()), len(recording_cases())))
     print(res.stdout.strip())
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# ---- the SGLang names the rules and dashboards use, replayed against a real server's /metrics ----------------------
+# tests/fixtures/sglang-0.5.17/: /metrics of a real SGLang 0.5.17 (H200 machine) before and after load, and after the
+# side-by-side bench. Every SGLang series a rule reads must be in that exposition, with the labels the rule selects
+# or aggregates by, or be listed here with the reason it is absent there.
+REAL = os.path.join(ROOT, "tests", "fixtures", "sglang-0.5.17")
+DASHBOARDS = os.path.join(ROOT, "roles", "monitoring", "files", "dashboards")
+# SGLang runs prometheus_client in multiprocess mode (sglang 0.5.17 python/sglang/srt/utils/common.py
+# set_prometheus_multiproc_dir, MultiProcessCollector): a labelled counter that was never incremented has no sample
+# in any process's file and is not exported at all, not even its HELP line.
+ABSENT_IN_0_5_17 = {
+    "sglang:num_aborted_requests_total": "declared in srt/observability/metrics_collector.py (TokenizerMetricsCollector)"
+                                         "; exported after the first abort only: no request was aborted in the recording",
+    "sglang:num_retracted_requests_total": "declared in srt/observability/metrics_collector.py (SchedulerMetricsCollector)"
+                                           "; exported after the first retraction only: the KV cache never ran full",
+}
+_NAME_RE = re.compile(r'__name__\s*=~\s*"sglang\[:_\]([a-zA-Z0-9_]+)"')
+_SELECTOR_RE = re.compile(r'\{([^{}]*__name__[^{}]*)\}')
+_MATCHER_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"')
+_BY_RE = re.compile(r'by\s*\(([^)]*)\)')
+_RECORDED_RE = re.compile(r'gpuhost:sglang_[a-zA-Z0-9_:]+')
+SCRAPE_LABELS = {"host", "job", "instance", "le"}  # added by the scrape config, or the histogram's own
+
+
+def exposition_labels(texts):
+    """{canonical family name: set of label names} over the expositions (histogram series keep their suffix)."""
+    out = {}
+    for text in texts:
+        for name, labels, dummy in server_metrics.parse(text):
+            out.setdefault(server_metrics.canonical(name), set()).update(labels)
+    return out
+
+
+def real_expositions():
+    texts = [open(os.path.join(REAL, "metrics-after-bench.txt")).read()]
+    with open(os.path.join(REAL, "exchanges.json")) as f:
+        rec = json.load(f)
+    texts += ["".join(t for dummy, t in rec[k]["reads"]) for k in ("metrics-before", "metrics-after")]
+    return texts
+
+
+def sglang_uses(rules_doc, dashboards):
+    """(raw SGLang names with the labels each rule needs of them, recorded names the rules define, recorded names
+    the dashboards and alerts read)."""
+    uses, recorded, read = {}, set(), set()
+    for g in rules_doc["groups"]:
+        for r in g["rules"]:
+            expr = r["expr"]
+            if "record" in r:
+                recorded.add(r["record"])
+            else:
+                read.update(_RECORDED_RE.findall(expr))
+            by = set(lab.strip() for m in _BY_RE.findall(expr) for lab in m.split(",") if lab.strip())
+            for sel in _SELECTOR_RE.findall(expr):
+                for name in _NAME_RE.findall(sel):
+                    need = (set(m[0] for m in _MATCHER_RE.findall(sel)) | by) - SCRAPE_LABELS - {"__name__"}
+                    uses.setdefault("sglang:" + name, set()).update(need)
+    for d in dashboards:
+        for expr in re.findall(r'"expr":\s*"((?:[^"\\]|\\.)*)"', json.dumps(d)):
+            read.update(_RECORDED_RE.findall(expr))
+            if re.search(r'(?<![a-zA-Z0-9_:])sglang[:_][a-z]', expr):
+                uses.setdefault("dashboard reads a raw SGLang series: " + expr, set())
+    return uses, recorded, read
+
+
+def name_problems(uses, recorded, read, families, absent):
+    probs = []
+    for name, need in sorted(uses.items()):
+        fam = families.get(name)
+        if fam is None:
+            if name not in absent:
+                probs.append("%s is not in the real SGLang 0.5.17 /metrics and not listed as absent" % name)
+        elif need - fam:
+            probs.append("%s has no label %s in the real /metrics (it has %s)" % (
+                name, ", ".join(sorted(need - fam)), ", ".join(sorted(fam))))
+    for name in sorted(set(absent) - set(uses)):
+        probs.append("%s is listed as absent but no rule uses it" % name)
+    for name in sorted(set(absent) & set(families)):
+        probs.append("%s is listed as absent but the real /metrics has it" % name)
+    for name in sorted(read - recorded):
+        probs.append("%s is read by a dashboard or alert but no rule records it" % name)
+    return probs
+
+
+def _rules_and_dashboards(tmp_path, edit=lambda t: t):
+    rules, dummy = render(tmp_path)
+    doc = yaml.safe_load(edit(rules.read_text()))
+    dashboards = [json.load(open(os.path.join(DASHBOARDS, f))) for f in sorted(os.listdir(DASHBOARDS))]
+    return doc, dashboards
+
+
+def test_rule_and_dashboard_names_exist_in_real_sglang_0_5_17(tmp_path):
+    doc, dashboards = _rules_and_dashboards(tmp_path)
+    uses, recorded, read = sglang_uses(doc, dashboards)
+    families = exposition_labels(real_expositions())
+    assert len(uses) >= 12 and len(read) >= 12, (sorted(uses), sorted(read))
+    assert name_problems(uses, recorded, read, families, ABSENT_IN_0_5_17) == []
+    print("%d SGLang series used, %d present in the real 0.5.17 /metrics, absent there: %s" % (
+        len(uses), len(set(uses) & set(families)), ", ".join(sorted(ABSENT_IN_0_5_17))))
+
+
+@pytest.mark.parametrize("plant, expect", [
+    (lambda t: t.replace('sglang[:_]generation_tokens_total', 'sglang[:_]generation_token_total'),
+     "sglang:generation_token_total is not in the real SGLang 0.5.17 /metrics"),
+    (lambda t: t.replace('status_code=~"5.."', 'status=~"5.."'), "sglang:http_responses_total has no label status"),
+    (lambda t: t.replace('record: gpuhost:sglang_token_usage', 'record: gpuhost:sglang_token_usage_ratio'),
+     "gpuhost:sglang_token_usage is read by a dashboard or alert but no rule records it"),
+])
+def test_planted_wrong_names_are_caught(tmp_path, plant, expect):
+    doc, dashboards = _rules_and_dashboards(tmp_path, plant)
+    probs = name_problems(*sglang_uses(doc, dashboards), families=exposition_labels(real_expositions()),
+                          absent=ABSENT_IN_0_5_17)
+    assert any(expect in p for p in probs), probs
+
+
+def test_absent_list_is_checked_both_ways():
+    families = exposition_labels(real_expositions())
+    uses = {"sglang:num_requests_total": set()}
+    assert name_problems(uses, set(), set(), families, {"sglang:num_requests_total": "x"}) == [
+        "sglang:num_requests_total is listed as absent but the real /metrics has it"]
+    assert name_problems({}, set(), set(), families, {"sglang:foo_total": "x"}) == [
+        "sglang:foo_total is listed as absent but no rule uses it"]

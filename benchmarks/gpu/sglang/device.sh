@@ -4,12 +4,18 @@
 #   OUT=... bash benchmarks/gpu/sglang/device.sh stage PARTDIR     append the parts in PARTDIR to /tmp/sglang/parts
 #   OUT=... bash benchmarks/gpu/sglang/device.sh start [ARGS...]   unpack (once), start the server (setsid), wait
 #   OUT=... bash benchmarks/gpu/sglang/device.sh EXPERIMENT        record | bench | health_bench (benchmarks/gpu/sglang/*.py)
+#   OUT=... bash benchmarks/gpu/sglang/device.sh stop | restart     stop the server (its whole session); stop, then
+#                                                                    start with the last start's extra ARGS, timed
+#   OUT=... bash benchmarks/gpu/sglang/device.sh gap                restart timing, then the c=256 gap experiment
+#                                                                    (gap.py); start the server first with
+#                                                                    start --export-metrics-to-file
+#                                                                    --export-metrics-to-file-dir /tmp/sglang/reqmetrics
 # The launch is the one that worked on this machine with the trimmed kernel package: triton attention, pytorch
 # sampling, no grammar backend, bf16, metrics on.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 OUT=${OUT:?set OUT}
-W=/tmp/sglang
+W=${SGLANG_WORKDIR:-/tmp/sglang}
 PORT=${PORT:-30000}
 mkdir -p "$W/parts" "$OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -27,6 +33,7 @@ case "${1:-}" in
     ARGS=(--model-path "$W/model" --served-model-name tiny --attention-backend triton --sampling-backend pytorch
           --grammar-backend none --disable-cuda-graph --dtype bfloat16 --mem-fraction-static 0.3
           --max-total-tokens 65536 --max-running-requests 256 --host 127.0.0.1 --port "$PORT" --enable-metrics "$@")
+    if [ $# -gt 0 ]; then printf '%s\n' "$@"; fi >"$W/server.args"  # restart starts the same server again
     echo "$(ts) launch ${ARGS[*]}" | tee -a "$OUT/start.log"
     t0=$(date +%s.%N)
     setsid python3 -m sglang.launch_server "${ARGS[@]}" >"$W/server.log" 2>&1 < /dev/null &
@@ -39,6 +46,27 @@ case "${1:-}" in
       sleep 1
     done
     cp "$W/server.log" "$OUT/server-start.log" ;;
+  stop)
+    # the server was started with setsid: its pid is its session's; every process of that session is stopped
+    pid=$(cat "$W/server.pid" 2>/dev/null) || { echo "no $W/server.pid" >&2; exit 1; }
+    t0=$(date +%s.%N)
+    kill -TERM -- "-$pid" 2>/dev/null
+    for i in $(seq 1 300); do
+      left=$(sed 's/.*) //' /proc/[0-9]*/stat 2>/dev/null | awk -v s="$pid" '$4 == s' | wc -l)
+      [ "$left" = 0 ] && break
+      [ "$i" = 200 ] && kill -KILL -- "-$pid" 2>/dev/null
+      sleep 0.1
+    done
+    echo "$(ts) stopped after $(awk "BEGIN{print $(date +%s.%N) - $t0}") s ($left processes left)" | tee -a "$OUT/start.log" ;;
+  restart)
+    bash "$0" stop
+    mapfile -t extra < <(cat "$W/server.args" 2>/dev/null)
+    bash "$0" start "${extra[@]}" ;;
+  gap)
+    python3 "$ROOT/benchmarks/gpu/sglang/gap.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" \
+      --restart-cmd "OUT=$OUT bash $ROOT/benchmarks/gpu/sglang/device.sh restart" "${@:2}" 2>&1 | tee "$OUT/gap.log"
+    xz -1 -c "$W/server.log" >"$OUT/server.log.xz"
+    rm -f "$OUT/server-start.log" ;;  # the restart's part of server.log
   record|bench|health_bench)
     python3 "$ROOT/benchmarks/gpu/sglang/$1.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" 2>&1 | tee "$OUT/$1.log"
     cp "$W/server.log" "$OUT/server.log" ;;
@@ -78,5 +106,5 @@ PY
         --host 127.0.0.1 --port 30011 $extra >"$OUT/startup-fail-$name.log" 2>&1
       echo "$name rc=$?" | tee -a "$OUT/failures.txt"
     done ;;
-  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | record | bench | health_bench | nvml | failures" >&2; exit 2 ;;
+  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | stop | restart | record | bench | health_bench | gap [gap.py ARGS] | nvml | failures" >&2; exit 2 ;;
 esac

@@ -160,9 +160,9 @@ def test_sm120_dsa_before_0_5_23_is_the_operators_configuration():
 
 def test_profile_options_never_use_names_flags_yml_marks_renamed_for_that_range():
     from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import flag_rules, precheck
-    for version in ("0.5.15", "0.5.22", "0.5.23", "0.6.0"):
+    for version, arch in [(v, a) for v in ("0.5.15", "0.5.17", "0.5.22", "0.5.23", "0.6.0") for a in ("sm120", "sm90")]:
         for fam in DATA["model_families"]:
-            sel = select_profile("sm120", fam, version, DATA)
+            sel = select_profile(arch, fam, version, DATA)
             errs = precheck(sel["options"], FLAGS["sglang"]["renames"], FLAGS["sglang"]["removed"],
                             FLAGS["sglang"]["abbreviations"], version)
             assert errs == [], (version, fam, errs)
@@ -213,8 +213,34 @@ def test_other_engines_get_no_sglang_profile():
 
 
 def test_datacenter_dsa_profile_is_known_but_empty():
-    sel = select_profile("9.0", "deepseek-dsa", "0.5.23", DATA)
+    sel = select_profile("10.0", "deepseek-dsa", "0.5.23", DATA)
     assert sel["matched"] == ["datacenter-dsa"] and sel["options"] == {} and sel["notes"]
+    sel = select_profile("9.0", "deepseek-dsa", "0.5.23", DATA)
+    assert sel["matched"] == ["sm90", "sm90-since-0.5.17", "datacenter-dsa"] and sel["options"] == {}
+
+
+@pytest.mark.parametrize("version, chain", [
+    ("0.5.15", ["triton-attention"]),
+    ("0.5.17", ["triton-attention", "triton-attention-no-cuda-graph"]),
+    ("0.5.23", ["triton-attention", "triton-attention-no-cuda-graph"]),
+])
+def test_hopper_profile_adds_the_h200s_measured_fallbacks_only(version, chain):
+    for fam in ("dense", "glm-dsa", None):
+        sel = select_profile("9.0", fam, version, DATA)
+        assert sel["arch"] == "sm90" and sel["options"] == {}, sel
+        assert [fb["name"] for fb in sel["fallbacks"]] == chain
+        assert sel["fallbacks"][0]["options"] == {"attention-backend": "triton"}
+
+
+def test_hopper_profile_evidence_names_recorded_h200_files_that_exist():
+    """The SM90 values carry the H200 runs: every file their evidence names is in the repository."""
+    import re
+    hopper = [p for p in DATA["profiles"] if p["gpu_archs"] == ["sm90"]]
+    texts = [fb["evidence"] for p in hopper for fb in p.get("fallbacks", [])] + [n for p in hopper for n in p.get("notes", [])]
+    cited = set(re.findall(r"((?:benchmarks|tests)/[\w./-]+\.(?:txt|log|jsonl|md))", " ".join(texts)))
+    assert len(cited) >= 3 and any("2026-12-02-h200" in c for c in cited), cited
+    missing = [c for c in cited if not os.path.exists(os.path.join(ROOT, c))]
+    assert missing == []
 
 
 @pytest.mark.parametrize("mutate,needle", [

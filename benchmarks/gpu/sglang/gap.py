@@ -1,0 +1,510 @@
+#!/usr/bin/env python3
+"""The c=256 gap experiment: ours (serving_bench's client) vs SGLang's bench_serving on one live server, with the
+server's own ground truth around every run. One device run:
+
+1. restart timing (``--restart-cmd``, e.g. ``bash benchmarks/gpu/sglang/device.sh restart``: stop, start again with
+   the JIT cache warm, time to ready);
+2. a warm-up run, then per plan entry (concurrency, prompts, repetitions) ours then anchor, repeated: interleaved;
+3. around every run: the server's counters and histograms (/metrics: generation and prompt tokens, requests, TTFT,
+   inter-token latency, end-to-end latency, queue time), the CPU time of every server process (its session) and of
+   the client (ours: the shard processes; the anchor: its own worker process), the machine's busy cores, and the
+   server's per-request timestamps when it runs with ``--export-metrics-to-file --export-metrics-to-file-dir DIR``
+   (sglang 0.5.17 python/sglang/srt/observability/request_metrics_exporter.py writes each finished request's
+   meta_info as one JSON line to DIR/sglang-request-metrics-YYYYMMDD_HH.log; the fields come from
+   python/sglang/srt/observability/req_time_stats.py convert_to_output_meta_info: request_received_ts,
+   api_server_dispatch_finish_ts, request_finished_ts, response_sent_to_client_ts, decode_throughput, all
+   wall-clock seconds; tokenizer_manager.py adds e2e_latency, prompt_tokens, completion_tokens).
+
+The anchor runs in one long-lived worker process that imports sglang.benchmark.serving once and calls its
+cli_main per run (a fresh ``python -m sglang.bench_serving`` cost ~60 s of start-up a run on the H200 machine).
+
+    python3 benchmarks/gpu/sglang/gap.py --base-url http://127.0.0.1:30000 --out DIR [--plan default|quick]
+        [--reqlog-dir /tmp/sglang/reqmetrics] [--restart-cmd CMD] [--budget-s 540]
+Writes DIR/gap-raw.jsonl (one line a run, per-request arrays included), DIR/gap-summary.txt (the table) and
+DIR/server-requests.jsonl.xz (every per-request record of the server, without the prompts).
+"""
+import argparse
+import glob
+import json
+import lzma
+import multiprocessing
+import os
+import random
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.join(ROOT, "collections"))
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client as bench_client  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import metrics as bench_metrics  # noqa: E402
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server_metrics as sm  # noqa: E402
+
+STUB = os.path.join(ROOT, "benchmarks", "gpu", "sglang", "stub")
+IN_LEN, OUT_LEN = 32, 64
+# (concurrency, prompts, repetitions); each repetition is one ours run then one anchor run. c=256 with 256 prompts is
+# the single wave that showed the gap; 2048 prompts keep 256 in flight for ~14 s (steady state).
+PLANS = {
+    "default": [(256, 256, 2), (256, 2048, 3), (64, 1024, 2), (16, 512, 2), (1, 64, 2)],
+    "quick": [(256, 256, 1), (16, 64, 1), (1, 8, 1)],
+}
+HISTOGRAMS = {"ttft": "sglang:time_to_first_token_seconds", "itl": "sglang:inter_token_latency_seconds",
+              "e2e": "sglang:e2e_request_latency_seconds", "queue": "sglang:queue_time_seconds"}
+WORKDIR = os.environ.get("SGLANG_WORKDIR", "/tmp/sglang")  # device.sh's work directory (server.pid, reqmetrics/)
+MONO_TO_WALL = time.time() - time.monotonic()  # one offset for every process forked from here (same clocks)
+
+
+def get_metrics(base):
+    return urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+
+
+def hist_snapshot(text):
+    """{key: {le: cumulative}} for the HISTOGRAMS, summed over label sets."""
+    names = dict((v + "_bucket", k) for k, v in HISTOGRAMS.items())
+    out = dict((k, {}) for k in HISTOGRAMS)
+    for name, labels, value in sm.parse(text):
+        k = names.get(sm.canonical(name))
+        if k is None:
+            continue
+        le = labels.get("le")
+        b = float("inf") if le in ("+Inf", "Inf", "inf") else float(le)
+        out[k][b] = out[k].get(b, 0.0) + value
+    return out
+
+
+def hist_delta(before, after):
+    res = {}
+    for k, buckets in after.items():
+        d = dict((le, v - before.get(k, {}).get(le, 0.0)) for le, v in buckets.items())
+        q = dict((name, sm.histogram_quantile(p, d)) for name, p in (("p50", 0.5), ("p99", 0.99)))
+        res[k] = {"count": d.get(float("inf"), 0.0)}
+        for name, val in q.items():
+            res[k][name + "_ms"] = round(val[0] * 1000, 2) if val else None
+    return res
+
+
+def server_pids():
+    """Processes of the server's session (device.sh starts it with setsid and writes the leader's pid)."""
+    try:
+        with open(os.path.join(WORKDIR, "server.pid")) as f:
+            sid = int(f.read().strip())
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for p in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(p) as f:
+                s = f.read()
+        except OSError:
+            continue
+        comm = s[s.index("(") + 1:s.rindex(")")]
+        fields = s[s.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:  # field 6 of stat: session id
+            out[int(p.split("/")[2])] = comm
+    return out
+
+
+def proc_cpu(pids):
+    """{pid: (comm, cpu seconds)} from /proc/PID/stat utime + stime."""
+    tck = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid, comm in pids.items():
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                s = f.read()
+        except OSError:
+            continue
+        fields = s[s.rindex(")") + 2:].split()
+        out[pid] = (comm, (int(fields[11]) + int(fields[12])) / tck)
+    return out
+
+
+def sys_busy():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v), v[3] + v[4]
+
+
+class ReqLog(object):
+    """Reads the server's per-request metrics files from where the last read stopped."""
+
+    def __init__(self, d):
+        self.dir, self.pos, self.seen = d, {}, []
+
+    def new(self):
+        out = []
+        for path in sorted(glob.glob(os.path.join(self.dir or "/nonexistent", "sglang-request-metrics-*.log"))):
+            with open(path) as f:
+                f.seek(self.pos.get(path, 0))
+                data = f.read()
+                self.pos[path] = f.tell()
+            for line in data.splitlines():
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                r.pop("request_parameters", None)  # the prompt and sampling parameters: large, and known here
+                out.append(r)
+        self.seen.extend(out)
+        return out
+
+    def save(self, path):
+        """Every record read, compressed (``server-requests.jsonl.xz``)."""
+        with lzma.open(path, "wt") as f:
+            for r in self.seen:
+                f.write(json.dumps(r) + "\n")
+        return len(self.seen)
+
+
+def pct(vals, q):
+    vals = sorted(v for v in vals if v is not None)
+    return vals[min(len(vals) - 1, int(len(vals) * q))] if vals else None
+
+
+def server_side(recs, t0):
+    """Per-request server timestamps of one run, relative to the run's start (wall clock, seconds)."""
+    rows = []
+    for r in recs:
+        rcv, fin = r.get("request_received_ts"), r.get("request_finished_ts")
+        if rcv is None or fin is None:
+            continue
+        ct = r.get("completion_tokens") or 0
+        dt = r.get("decode_throughput")
+        first = fin - (ct - 1) / dt if dt and ct > 1 else None  # decode_throughput = (tokens - 1) / decode time
+        rows.append([round(rcv - t0, 4), round((r.get("api_server_dispatch_finish_ts") or rcv) - t0, 4),
+                     round(first - t0, 4) if first else None, round(fin - t0, 4),
+                     round((r.get("response_sent_to_client_ts") or fin) - t0, 4), ct])
+    if not rows:
+        return None, []
+    rcv = [x[0] for x in rows]
+    fin = [x[3] for x in rows]
+    span = max(fin) - min(rcv)
+    toks = sum(x[5] for x in rows)
+    ttft = [(x[2] - x[0]) * 1000 for x in rows if x[2] is not None]
+    tpot = [1000.0 / r["decode_throughput"] for r in recs if r.get("decode_throughput")]
+    return {"requests": len(rows), "arrival_spread_s": round(max(rcv) - min(rcv), 4),
+            "first_arrival_s": round(min(rcv), 4), "makespan_s": round(span, 4),
+            "out_tok_s": round(toks / span, 1) if span > 0 else None,
+            "ttft_p50_ms": round(pct(ttft, 0.5), 2) if ttft else None,
+            "ttft_p99_ms": round(pct(ttft, 0.99), 2) if ttft else None,
+            "tpot_p50_ms": round(pct(tpot, 0.5), 3) if tpot else None}, rows
+
+
+def stalls(recs, t0, gap_s=0.1):
+    """ITL gaps over ``gap_s`` in our records: how many, and the 50 ms windows (relative to t0) where most began. Gaps
+    of many streams in one window: the server paused them all; scattered gaps: the client read late."""
+    starts = {}
+    n = 0
+    for r in recs:
+        times = r.get("chunk_times") or []
+        for a, b in zip(times, times[1:]):
+            if b - a > gap_s:
+                n += 1
+                w = round(int((a + MONO_TO_WALL - t0) / 0.05) * 0.05, 2)
+                starts[w] = starts.get(w, 0) + 1
+    top = sorted(starts.items(), key=lambda kv: -kv[1])[:8]
+    return {"gaps_over_100ms": n, "top_windows": top}
+
+
+class Around(object):
+    """Everything read before and after one run."""
+
+    def __init__(self, base, reqlog):
+        self.base, self.reqlog = base, reqlog
+
+    def __enter__(self):
+        self.reqlog.new()  # drop what earlier runs left
+        text = get_metrics(self.base)
+        self.snap, self.hist = sm.snapshot(text, "tiny"), hist_snapshot(text)
+        self.pids = server_pids()
+        self.scpu, self.busy = proc_cpu(self.pids), sys_busy()
+        self.children, self.me = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+        self.t0, self.m0 = time.time(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.monotonic() - self.m0
+        ch, me = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+        self.client_cpu_s = round(ch.ru_utime + ch.ru_stime - self.children.ru_utime - self.children.ru_stime +
+                                  me.ru_utime + me.ru_stime - self.me.ru_utime - self.me.ru_stime, 3)
+        busy = sys_busy()
+        self.cores_busy = round((busy[0] - self.busy[0] - (busy[1] - self.busy[1])) /
+                                max(1, busy[0] - self.busy[0]) * os.cpu_count(), 2)
+        after = proc_cpu(self.pids)
+        self.server_cpu = sorted(((c, round((s - self.scpu[p][1]) / self.wall, 3)) for p, (c, s) in after.items()
+                                 if p in self.scpu), key=lambda x: -x[1])[:6]
+        time.sleep(0.3)  # the exporter writes each record from a thread after the response
+        text = get_metrics(self.base)
+        self.delta = sm.delta(self.snap, sm.snapshot(text, "tiny"))["counters"]
+        self.hists = hist_delta(self.hist, hist_snapshot(text))
+        self.requests = self.reqlog.new()
+        return False
+
+    def row(self, duration):
+        server, per_req = server_side(self.requests, self.t0)
+        gen = self.delta.get("generation_tokens")
+        return {"server_counters": self.delta, "server_hist": self.hists, "server_cpu_util": self.server_cpu,
+                "cores_busy": self.cores_busy, "server_reqs": server, "server_per_request": per_req,
+                "counter_tok_s": round(gen / duration, 1) if gen and duration else None, "t0": self.t0,
+                "run_wall_s": round(self.wall, 3)}
+
+
+class Prompts(object):
+    def __init__(self, model_dir):
+        from transformers import AutoTokenizer
+        self.tok = AutoTokenizer.from_pretrained(model_dir)
+        special = set(self.tok.all_special_ids)
+        self.vocab = [i for i in range(self.tok.vocab_size) if i not in special]
+
+    def bodies(self, n, seed):
+        rng = random.Random(seed)
+        return [bench_client.build_payload("completions", "tiny",
+                                           self.tok.decode([rng.choice(self.vocab) for _ in range(IN_LEN)]),
+                                           OUT_LEN, ignore_eos=True) for _ in range(n)]
+
+
+def run_ours(base, prompts, reqlog, conc, n, seed):
+    bodies = prompts.bodies(n, seed)
+    procs = bench_client.auto_processes(conc)
+    with Around(base, reqlog) as ar:
+        recs, stats = bench_client.run_load(base, "completions", bodies, conc, processes=procs, eos_ignored=True)
+    res = bench_metrics.compute(recs, conc)
+    client, bound, reason = bench_client.client_verdict(stats)
+    row = {"tool": "ours", "out_tok_s": res["output_throughput"], "output_tokens": res["output_tokens"],
+           "duration_s": res["duration_s"], "ttft_p50_ms": res["ttft_ms"]["p50"], "ttft_p99_ms": res["ttft_ms"]["p99"],
+           "tpot_p50_ms": res["tpot_ms"]["p50"], "itl_p50_ms": res["itl_ms"]["p50"], "itl_p99_ms": res["itl_ms"]["p99"],
+           "errors": res["errors"], "client_bound": bound, "client_bound_reason": reason,
+           "client_processes": procs, "client_shard_cpu_util": [s.get("cpu_util") for s in client["shards"]],
+           "client_lag_p99_ms": client["max_lag_p99_ms"], "stalls": stalls(recs, ar.t0)}
+    row.update(ar.row(res["duration_s"]))
+    row["client_cpu_s"] = ar.client_cpu_s
+    row["client_per_request"] = [
+        [round(r["start"] + MONO_TO_WALL - ar.t0, 4),
+         round(r["chunk_times"][0] - r["start"], 4) if r.get("chunk_times") else None,
+         round(r["end"] - r["start"], 4), len(r.get("chunk_times") or []),
+         round(max([b - a for a, b in zip(r["chunk_times"], r["chunk_times"][1:])] or [0]), 4)]
+        for r in recs if r.get("start") is not None and r.get("end") is not None]
+    return row
+
+
+def anchor_argv(base, model_dir, conc, n, seed, outfile):
+    return ["--backend", "sglang-oai", "--base-url", base, "--model", "tiny", "--tokenizer", model_dir,
+            "--dataset-name", "random-ids", "--random-input-len", str(IN_LEN), "--random-output-len", str(OUT_LEN),
+            "--random-range-ratio", "1", "--num-prompts", str(n), "--max-concurrency", str(conc), "--disable-tqdm",
+            "--warmup-requests", "1", "--output-file", outfile, "--seed", str(seed)]
+
+
+def anchor_worker(conn, module, log):
+    """The anchor's process: imports ``module`` (sglang.benchmark.serving) once, then runs its cli_main per command
+    and answers with the CPU time the run used."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.path.insert(0, STUB)  # bench_serving imports `datasets` at module level; the stub raises on use
+    t = time.monotonic()
+    try:
+        mod = __import__(module, fromlist=["cli_main"])
+        conn.send(("ready", round(time.monotonic() - t, 2)))
+    except BaseException as e:  # reported to the parent, which falls back to one process a run
+        conn.send(("import_error", repr(e)))
+        return
+    while True:
+        argv = conn.recv()
+        if argv is None:
+            return
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        sys.argv = ["bench_serving"] + argv
+        err = None
+        try:
+            mod.cli_main()
+        except BaseException as e:  # one failed run is recorded, the next still runs
+            err = repr(e)[-1000:]
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        sys.stdout.flush()
+        conn.send((err, round(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 3)))
+
+
+class Anchor(object):
+    def __init__(self, module, out):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=anchor_worker, args=(child, module, os.path.join(out, "anchor.log")), daemon=True)
+        self.proc.start()
+        kind, info = self.conn.recv()
+        self.ok, self.info = kind == "ready", info
+        self.module = module
+
+    def run(self, argv, timeout=300):
+        if self.ok:
+            self.conn.send(argv)
+            if not self.conn.poll(timeout):
+                raise RuntimeError("anchor run took over %d s" % timeout)
+            return self.conn.recv()
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run([sys.executable, "-m", self.module] + argv, capture_output=True, text=True, timeout=timeout,
+                           env=dict(os.environ, PYTHONPATH=STUB + ":" + os.environ.get("PYTHONPATH", "")))
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (None if p.returncode == 0 else p.stderr[-1000:]), round(
+            r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 3)
+
+    def close(self):
+        if self.ok:
+            self.conn.send(None)
+        self.proc.join(10)
+
+
+def run_anchor(base, model_dir, anchor, reqlog, conc, n, seed, out):
+    f = os.path.join(out, "anchor-tmp.jsonl")
+    if os.path.exists(f):
+        os.remove(f)
+    with Around(base, reqlog) as ar:
+        err, cpu = anchor.run(anchor_argv(base, model_dir, conc, n, seed, f))
+    row = {"tool": "anchor", "client_cpu_s": cpu, "client_processes": 1}
+    if err:
+        row["error"] = err
+    try:
+        with open(f) as fh:
+            r = json.loads(fh.read().strip().splitlines()[-1])
+        row.update(out_tok_s=r.get("output_throughput"), output_tokens=r.get("total_output_tokens"),
+                   duration_s=r.get("duration"), ttft_p50_ms=r.get("median_ttft_ms"), ttft_p99_ms=r.get("p99_ttft_ms"),
+                   tpot_p50_ms=r.get("median_tpot_ms"), itl_p50_ms=r.get("median_itl_ms"),
+                   itl_p99_ms=r.get("p99_itl_ms"), completed=r.get("completed"))
+    except (OSError, ValueError, IndexError) as exc:
+        row["error"] = (row.get("error") or "") + " output: " + repr(exc)
+    row.update(ar.row(row.get("duration_s")))
+    return row
+
+
+def restart(cmd):
+    t = time.monotonic()
+    p = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=300)
+    return {"tool": "restart", "cmd": cmd, "rc": p.returncode, "wall_s": round(time.monotonic() - t, 2),
+            "output": (p.stdout + p.stderr)[-2000:]}
+
+
+def med(rows, key):
+    vals = [r.get(key) for r in rows if isinstance(r.get(key), (int, float))]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(v, nd=0):
+    return "-" if v is None else ("%.*f" % (nd, v))
+
+
+def prompt_per_request(rows):
+    """Median prompt tokens a request by the server's counters (both tools send text: the server tokenizes it)."""
+    vals = [r["server_counters"]["prompt_tokens"] / r["server_counters"]["requests"] for r in rows
+            if (r.get("server_counters") or {}).get("requests") and r["server_counters"].get("prompt_tokens")]
+    return statistics.median(vals) if vals else None
+
+
+def summary(rows):
+    """The table: per (c, prompts) and tool the medians over repetitions (n = runs)."""
+    lines = ["c | prompts | tool | n | out tok/s | counter tok/s | server makespan tok/s | TTFT p50 (srv hist, srv req) "
+             "| TPOT p50 (srv req) | ITL p50 / p99 (srv hist p99) | arrival spread s | client CPU (util) | "
+             "top server proc util | prompt tok/req (counter) | gaps>100ms"]
+    keys = []
+    for r in rows:
+        k = (r.get("c"), r.get("num_prompts"))
+        if r.get("tool") in ("ours", "anchor") and k not in keys:
+            keys.append(k)
+    for c, n in keys:
+        for tool in ("ours", "anchor"):
+            rs = [r for r in rows if r.get("tool") == tool and r.get("c") == c and r.get("num_prompts") == n]
+            if not rs:
+                continue
+            srv = [r.get("server_reqs") or {} for r in rs]
+            hist = [((r.get("server_hist") or {}).get(k) or {}) for r in rs for k in ("ttft",)]
+            itl_h = [((r.get("server_hist") or {}).get("itl") or {}) for r in rs]
+            cpu = med(rs, "client_cpu_s")
+            util = statistics.median([r["client_cpu_s"] / r["duration_s"] for r in rs
+                                      if r.get("client_cpu_s") is not None and r.get("duration_s")] or [0])
+            top = rs[-1].get("server_cpu_util") or [["-", 0]]
+            lines.append(" | ".join([
+                str(c), str(n), tool, str(len(rs)), fmt(med(rs, "out_tok_s")), fmt(med(rs, "counter_tok_s")),
+                fmt(med(srv, "out_tok_s")),
+                "%s (%s, %s)" % (fmt(med(rs, "ttft_p50_ms"), 1), fmt(med(hist, "p50_ms"), 1), fmt(med(srv, "ttft_p50_ms"), 1)),
+                "%s (%s)" % (fmt(med(rs, "tpot_p50_ms"), 2), fmt(med(srv, "tpot_p50_ms"), 2)),
+                "%s / %s (%s)" % (fmt(med(rs, "itl_p50_ms"), 1), fmt(med(rs, "itl_p99_ms"), 1), fmt(med(itl_h, "p99_ms"), 1)),
+                fmt(med(srv, "arrival_spread_s"), 3), "%s s (%.2f)" % (fmt(cpu, 2), util),
+                "%s %.2f" % (top[0][0], top[0][1]),
+                fmt(prompt_per_request(rs), 1),
+                str(med([r.get("stalls") or {} for r in rs], "gaps_over_100ms") if tool == "ours" else "-")]))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base-url", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--model-dir", default=os.path.join(WORKDIR, "model"))
+    ap.add_argument("--plan", default="default", choices=sorted(PLANS))
+    ap.add_argument("--reqlog-dir", default=os.path.join(WORKDIR, "reqmetrics"))
+    ap.add_argument("--restart-cmd", default="")
+    ap.add_argument("--anchor-module", default="sglang.benchmark.serving")
+    ap.add_argument("--budget-s", type=float, default=540.0, help="no run starts that would end after this")
+    a = ap.parse_args()
+    t_start = time.monotonic()
+    os.makedirs(a.out, exist_ok=True)
+    raw = open(os.path.join(a.out, "gap-raw.jsonl"), "a")
+    rows = []
+
+    def emit(row):
+        row["at_s"] = round(time.monotonic() - t_start, 1)
+        rows.append(row)
+        raw.write(json.dumps(row) + "\n")
+        raw.flush()
+        print("[%6.1f s] %s c=%s n=%s r%s: %s tok/s (counter %s, srv %s) ttft %s tpot %s itl p99 %s (srv %s) "
+              "client cpu %s %s" % (
+                  row["at_s"], row.get("tool"), row.get("c"), row.get("num_prompts"), row.get("round"),
+                  fmt(row.get("out_tok_s")), fmt(row.get("counter_tok_s")),
+                  fmt((row.get("server_reqs") or {}).get("out_tok_s")), fmt(row.get("ttft_p50_ms"), 1),
+                  fmt(row.get("tpot_p50_ms"), 2), fmt(row.get("itl_p99_ms"), 1),
+                  fmt(((row.get("server_hist") or {}).get("itl") or {}).get("p99_ms"), 1), row.get("client_cpu_s"),
+                  row.get("error") or row.get("output", "")[-300:]), flush=True)
+
+    if a.restart_cmd:
+        emit(restart(a.restart_cmd))
+    reqlog = ReqLog(a.reqlog_dir)
+    prompts = Prompts(a.model_dir)
+    anchor = Anchor(a.anchor_module, a.out)
+    emit({"tool": "anchor_import", "ok": anchor.ok, "info": anchor.info})
+    emit(dict(run_ours(a.base_url, prompts, reqlog, 16, 64, 99), c=16, num_prompts=64, round=0, warmup=True))
+    rate = {}  # seconds a run of (c, n) took, to keep within the budget
+    for c, n, reps in PLANS[a.plan]:
+        for rnd in range(reps):
+            for tool in ("ours", "anchor"):
+                guess = rate.get((c, n, tool), n * OUT_LEN / (400.0 * min(c, 24)) + 5)
+                if time.monotonic() - t_start + guess > a.budget_s:
+                    emit({"tool": tool, "c": c, "num_prompts": n, "round": rnd + 1, "skipped": "budget"})
+                    continue
+                t = time.monotonic()
+                try:
+                    row = (run_ours(a.base_url, prompts, reqlog, c, n, rnd) if tool == "ours" else
+                           run_anchor(a.base_url, a.model_dir, anchor, reqlog, c, n, rnd, a.out))
+                except Exception as exc:  # recorded; the other runs still count
+                    row = {"tool": tool, "error": repr(exc)[-1000:]}
+                rate[(c, n, tool)] = time.monotonic() - t
+                emit(dict(row, c=c, num_prompts=n, round=rnd + 1, wall_s=round(time.monotonic() - t, 2)))
+    anchor.close()
+    reqlog.new()
+    emit({"tool": "server_requests", "records": reqlog.save(os.path.join(a.out, "server-requests.jsonl.xz"))})
+    if os.path.exists(os.path.join(a.out, "anchor-tmp.jsonl")):
+        os.remove(os.path.join(a.out, "anchor-tmp.jsonl"))
+    table = summary(rows)
+    with open(os.path.join(a.out, "gap-summary.txt"), "w") as f:
+        f.write("plan %s; %s; total %.0f s\n" % (a.plan, shlex.join(sys.argv[1:]), time.monotonic() - t_start))
+        for r in rows:
+            if r.get("tool") in ("restart", "anchor_import", "server_requests"):
+                f.write(json.dumps(r) + "\n")
+        f.write(table + "\n")
+    print(table)
+    print("total %.0f s" % (time.monotonic() - t_start))
+
+
+if __name__ == "__main__":
+    main()

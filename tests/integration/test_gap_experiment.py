@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""benchmarks/gpu/sglang/gap.py, the H200 gap experiment, run here against the replayed bytes of a real SGLang 0.5.17
+(the fake server's replay mode) with a stand-in for bench_serving (tests/integration/files/fake_bench_serving.py),
+so that the device run, which costs device minutes, works the first time: the interleaving, the ground truth read
+around every run (counters, the server's processes by session, the server's per-request records) and the outputs."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import lzma
+import os
+import subprocess
+import time
+
+from fakeserver import fake_server  # pylint: disable=import-error
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+CACHE = os.path.join(os.environ.get("GPUHOST_ROOT") or ROOT, ".cache")
+ENGINE_PY = os.path.join(CACHE, "engine-venv", "bin", "python")  # transformers, for gap.py's prompts
+MODEL = os.path.join(CACHE, "tinymodel", "good")
+REC = os.path.join(ROOT, "tests", "fixtures", "sglang-0.5.17", "exchanges.json")
+
+
+def record(now):
+    return {"request_received_ts": now + 1.0, "api_server_dispatch_finish_ts": now + 1.001,
+            "request_finished_ts": now + 1.2, "response_sent_to_client_ts": now + 1.201, "completion_tokens": 64,
+            "decode_throughput": 63 / 0.18, "request_parameters": "{}", "e2e_latency": 0.2}
+
+
+def test_server_records_are_read_once_and_timed_from_the_run(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks", "gpu", "sglang"))
+    import gap  # pylint: disable=import-error
+    log = tmp_path / "sglang-request-metrics-20261203_04.log"
+    log.write_text(json.dumps(record(100.0)) + "\n")
+    rl = gap.ReqLog(str(tmp_path))
+    assert len(rl.new()) == 1 and rl.new() == []
+    with open(str(log), "a") as f:
+        f.write(json.dumps(record(200.0)) + "\n" + json.dumps(dict(record(200.0), request_received_ts=201.1)) + "\n")
+    recs = rl.new()
+    assert len(recs) == 2 and "request_parameters" not in recs[0]
+    srv, per_req = gap.server_side(recs, 200.0)
+    # first token = finished - (tokens - 1) / decode_throughput = 201.2 - 0.18 = 201.02
+    assert srv["requests"] == 2 and srv["arrival_spread_s"] == 0.1 and srv["makespan_s"] == 0.2
+    assert srv["ttft_p50_ms"] == 20.0 and srv["tpot_p50_ms"] == round(1000 * 0.18 / 63, 3)
+    assert srv["out_tok_s"] == 640.0 and per_req[0] == [1.0, 1.001, 1.02, 1.2, 1.201, 64]
+
+
+def test_gap_experiment_quick_plan_against_the_replay(tmp_path):
+    assert os.access(ENGINE_PY, os.X_OK) and os.path.isdir(MODEL), "stage 20 fixtures missing (engine venv, tiny model)"
+    work, out = tmp_path / "w", tmp_path / "out"
+    (work / "reqmetrics").mkdir(parents=True)
+    with fake_server("ok", "--replay", REC) as (url, proc):
+        (work / "server.pid").write_text(str(proc.pid))  # started in its own session, like device.sh's setsid
+        # a per-request record as SGLang 0.5.17's exporter writes it, left by an earlier request: saved, no run's
+        (work / "reqmetrics" / "sglang-request-metrics-20261203_04.log").write_text(json.dumps(record(time.time())) + "\n")
+        env = dict(os.environ, SGLANG_WORKDIR=str(work), PYTHONPATH=os.path.join(HERE, "files"))
+        cmd = [ENGINE_PY, os.path.join(ROOT, "benchmarks", "gpu", "sglang", "gap.py"), "--base-url", url,
+               "--out", str(out), "--model-dir", MODEL, "--plan", "quick", "--anchor-module", "fake_bench_serving",
+               "--restart-cmd", "echo restarted"]
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout, dummy = p.communicate(timeout=300)
+    assert p.returncode == 0, stdout[-3000:]
+    rows = [json.loads(line) for line in (out / "gap-raw.jsonl").read_text().splitlines()]
+    runs = [(r["tool"], r["c"]) for r in rows if r["tool"] in ("ours", "anchor") and not r.get("warmup")]
+    assert runs == [("ours", 256), ("anchor", 256), ("ours", 16), ("anchor", 16), ("ours", 1), ("anchor", 1)]
+    assert rows[0]["tool"] == "restart" and rows[0]["rc"] == 0 and "restarted" in rows[0]["output"]
+    for r in rows:
+        if r["tool"] in ("ours", "anchor"):
+            assert not r.get("error"), r
+            assert r["out_tok_s"] > 0 and r["server_counters"]["generation_tokens"] is not None, r
+            assert r["client_cpu_s"] > 0 and r["server_cpu_util"], r  # the fake server's process, by session
+            if r["tool"] == "ours":  # the replay counts what it served: the server's counter agrees with usage
+                assert r["server_counters"]["generation_tokens"] == r["output_tokens"]
+                assert len(r["client_per_request"]) == r["num_prompts"]
+    assert not [r for r in rows if r.get("server_reqs")]
+    summary = (out / "gap-summary.txt").read_text()
+    assert "256 | 256 | ours" in summary and "1 | 8 | anchor" in summary
+    with lzma.open(str(out / "server-requests.jsonl.xz"), "rt") as f:
+        saved = [json.loads(line) for line in f]
+    assert len(saved) == 1 and "request_parameters" not in saved[0]
+    assert sorted(os.listdir(str(out))) == ["anchor.log", "gap-raw.jsonl", "gap-summary.txt", "server-requests.jsonl.xz"]

@@ -1,0 +1,110 @@
+"""gpuhost.sglang.server_args against SGLang 0.5.17's OWN parser, on CPU: the release run on the lent H200 machine
+(torch 2.11.0 there), beside the pinned 0.5.23 (test_server_args_sglang.py).
+
+Needs the fixture venv: ``SGLANG_VERSION=0.5.17 tests/fixtures/sglang-venv.sh`` (stage 20 builds it; override the
+path with SGLANG_VENV_0517). GPUHOST_SKIP_SGLANG=1 skips instead of failing when it is missing.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.tests import harness
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_server_args_sglang import FLAGS, PROFILES, ROOT, deprecated_for  # noqa: E402 pylint: disable=wrong-import-position
+
+VERSION = "0.5.17"
+VENV = os.environ.get("SGLANG_VENV_0517") or os.path.join(os.environ.get("GPUHOST_ROOT", ROOT), ".cache",
+                                                          "sglang-venv-0.5.17")
+PY = os.path.join(VENV, "bin", "python")
+# The launch of every recorded H200 run (benchmarks/gpu/sglang/device.sh start; tests/fixtures/sglang-0.5.17/README.md)
+# and the gap experiment's per-request export (benchmarks/gpu/sglang/gap.py).
+H200_LAUNCH = {"model-path": "/tmp/sglang/model", "served-model-name": "tiny", "attention-backend": "triton",
+               "sampling-backend": "pytorch", "grammar-backend": "none", "disable-cuda-graph": True, "dtype": "bfloat16",
+               "mem-fraction-static": 0.3, "max-total-tokens": 65536, "max-running-requests": 256, "host": "127.0.0.1",
+               "port": 30000, "enable-metrics": True, "export-metrics-to-file": True,
+               "export-metrics-to-file-dir": "/tmp/sglang/reqmetrics"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sglang_venv():
+    if not os.access(PY, os.X_OK):
+        msg = "no SGLang 0.5.17 venv at %s: run SGLANG_VERSION=0.5.17 tests/fixtures/sglang-venv.sh first" % VENV
+        if os.environ.get("GPUHOST_SKIP_SGLANG") == "1":
+            pytest.skip(msg)
+        pytest.fail(msg)
+
+
+def run(options):
+    out = harness.run_module("server_args", {"python": PY, "engine": "sglang", "options": options,
+                                             "renames": FLAGS["renames"], "removed": FLAGS["removed"],
+                                             "expected_version": VERSION}, timeout=300)
+    assert "Traceback" not in out.stdout
+    return out
+
+
+def test_the_h200_launch_passes_0_5_17s_own_parser():
+    out = run(H200_LAUNCH)
+    assert out["engine_version"] == VERSION and out["validated"] is True, out
+    assert not out.get("failed"), out.get("msg")
+    assert out["errors"] == []
+    # 0.5.17 already calls --disable-cuda-graph deprecated (flags.yml), and accepts what it names instead
+    assert [w["option"] for w in out["parser_warnings"]] == ["disable-cuda-graph"]
+    assert "--cuda-graph-backend-{decode,prefill}=disabled" in out["parser_warnings"][0]["warning"]
+    launch = dict(H200_LAUNCH, **{"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"})
+    del launch["disable-cuda-graph"]
+    again = run(launch)
+    assert again["errors"] == [] and again["parser_warnings"] == []
+
+
+def test_0_5_17_has_both_spellings_and_warns_on_the_old_one():
+    """flags.yml for 0.5.17: the --nsa-* names are deprecated aliases (a warning, not the 0.5.23 rename error), the
+    --dsa-* names exist, --disable-cuda-graph and --cuda-graph-max-bs are deprecated already."""
+    deprecated = sorted(d["option"] for d in deprecated_for(VERSION))
+    assert deprecated == ["cuda-graph-max-bs", "disable-cuda-graph", "nsa-decode-backend", "nsa-prefill-backend"]
+    out = run({"model-path": "/m", "nsa-decode-backend": "trtllm", "nsa-prefill-backend": "trtllm",
+               "dsa-topk-backend": "torch", "disable-cuda-graph": True, "cuda-graph-max-bs": 256})
+    assert out["errors"] == [], out["errors"]
+    assert sorted(w["option"] for w in out["parser_warnings"]) == deprecated
+    out = run({"model-path": "/m", "dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm",
+               "cuda-graph-max-bs-decode": 256})
+    assert out["errors"] == [] and out["parser_warnings"] == []
+
+
+def test_a_mistake_is_named_by_0_5_17s_parser():
+    out = run({"model-path": "/m", "attention-backend": "fa9", "mem-fractoin-static": 0.3})
+    assert out["failed"] is True
+    got = {e["option"]: e for e in out["errors"]}
+    assert {k: e["problem"] for k, e in got.items()} == {"attention-backend": "invalid_choice",
+                                                         "mem-fractoin-static": "unknown"}
+    assert "triton" in got["attention-backend"]["choices"] and "fa3" in got["attention-backend"]["choices"]
+    assert got["mem-fractoin-static"]["candidates"][0] == "mem-fraction-static"
+    assert "2 problem(s) in the sglang 0.5.17 options" in out["msg"]
+
+
+def test_negatable_data_matches_0_5_17s_parser():
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import negatable_for
+    names = negatable_for(FLAGS["negatable"], VERSION)
+    code = ("import argparse\nfrom sglang.srt.server_args import ServerArgs\np = argparse.ArgumentParser()\n"
+            "ServerArgs.add_cli_args(p)\nprint(' '.join(sorted(a.option_strings[0][2:] for a in p._actions "
+            "if type(a).__name__ == 'BooleanOptionalAction')))")
+    proc = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == sorted(names) and names
+
+
+@pytest.mark.parametrize("family", ["dense", "glm-dsa"])
+def test_hopper_profile_and_its_fallbacks_pass_0_5_17s_parser(family):
+    from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
+    sel = select_profile("9.0", family, VERSION, PROFILES)
+    assert sel["fallbacks"]
+    for extra in [{}] + [fb["options"] for fb in sel["fallbacks"]]:
+        out = run(dict(sel["options"], **dict(extra, **{"model-path": "/m"})))
+        assert out["errors"] == [] and out["parser_warnings"] == [], (extra, out.get("msg"))
