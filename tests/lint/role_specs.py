@@ -8,12 +8,21 @@ argument spec and the other way round), plus: every spec default equals the defa
 is rendered with the role's other defaults first), and roles/<role>/README.md holds exactly what aar-doc
 generates from the spec (`make role-docs` rewrites it).
 
-Usage: tests/lint/role_specs.py [--roles DIR] [--fix-docs]   exit 0 clean, 1 findings, 2 usage/tool error
+Private names, like prometheus-community/ansible's roles (`__node_exporter_is_installed` in
+roles/node_exporter/tasks/preflight.yml): a name the role's tasks or handlers set (set_fact, register, task or block
+vars, loop_var) that starts with the role's prefix (`sglang_`) is public, so it must be documented: an option of
+meta/argument_specs.yml, or an output named in a description paragraph of an entry point that starts with "Exports"
+(the facts other roles and playbooks may read). Everything else the role sets for itself starts with `__<role>_`.
+A `_`-prefixed name is never documented. tests/lint/role_specs_allow.yml lists the exceptions, each with its reason;
+an entry for a name the role no longer sets is itself a finding.
+
+Usage: tests/lint/role_specs.py [--roles DIR] [--allow FILE] [--fix-docs]   exit 0 clean, 1 findings, 2 usage/tool error
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +32,9 @@ import jinja2
 import yaml
 
 AAR_DOC = "aar-doc"
+ALLOW_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "role_specs_allow.yml")
+SET_FACT = ("set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_fact")
+EXPORTS = re.compile(r"^Exports\b")
 
 
 def load_yaml(path: str) -> dict:
@@ -70,6 +82,89 @@ def spec_findings(role_dir: str) -> list[str]:
     return out
 
 
+def task_names(tasks, where: str, out: list) -> list:
+    """(name, how, where) for every variable a task list sets: register, set_fact, task/block vars, loop_var."""
+    for task in tasks if isinstance(tasks, list) else []:
+        if not isinstance(task, dict):
+            continue
+        for key in ("block", "rescue", "always"):
+            task_names(task.get(key), where, out)
+        if isinstance(task.get("register"), str):
+            out.append((task["register"], "register", where))
+        for module in SET_FACT:
+            if isinstance(task.get(module), dict):
+                out += [(var, "set_fact", where) for var in task[module] if var != "cacheable"]
+        if isinstance(task.get("vars"), dict):
+            out += [(var, "vars", where) for var in task["vars"]]
+        loop_var = (task.get("loop_control") or {}).get("loop_var") if isinstance(task.get("loop_control"), dict) else None
+        if isinstance(loop_var, str):
+            out.append((loop_var, "loop_var", where))
+    return out
+
+
+def set_names(role_dir: str) -> list:
+    """(name, how, file) for every variable set in the role's tasks/ and handlers/."""
+    out = []
+    for sub in ("tasks", "handlers"):
+        top = os.path.join(role_dir, sub)
+        for dirpath, _dirs, files in sorted(os.walk(top)):
+            for fname in sorted(files):
+                if fname.endswith((".yml", ".yaml")):
+                    path = os.path.join(dirpath, fname)
+                    task_names(load_yaml(path), os.path.relpath(path, role_dir), out)
+    return out
+
+
+def exported(specs: dict, prefix: str) -> set:
+    """Names an entry point's description declares as outputs: its paragraphs that start with "Exports"."""
+    names = set()
+    for spec in specs.values():
+        desc = spec.get("description") or []
+        for para in [desc] if isinstance(desc, str) else desc:
+            if isinstance(para, str) and EXPORTS.match(para):
+                names |= set(re.findall(r"(?<![\w.])" + re.escape(prefix) + r"\w+", para))
+    return names
+
+
+def load_allowance(path: str = ALLOW_FILE) -> dict:
+    """{role: {name: reason}} from role_specs_allow.yml; an entry without a reason is an error."""
+    data = load_yaml(path)
+    if not isinstance(data, dict) or not all(isinstance(names, dict) for names in data.values()):
+        raise ValueError(f"{path} is not a mapping of role to {{name: reason}}")
+    for role, names in data.items():
+        for var, reason in names.items():
+            if not isinstance(reason, str) or not reason.strip():
+                raise ValueError(f"{path}: {role}.{var} has no reason (every allowance says why)")
+    return data
+
+
+def name_findings(role_dir: str, allowance: dict) -> list[str]:
+    """Private names documented, public-looking names set but undocumented, stale exports and allowances."""
+    name = os.path.basename(os.path.normpath(role_dir))
+    prefix = name + "_"
+    defaults = load_yaml(os.path.join(role_dir, "defaults", "main.yml"))
+    specs = load_yaml(os.path.join(role_dir, "meta", "argument_specs.yml")).get("argument_specs") or {}
+    options = set(defaults)
+    for spec in specs.values():
+        options |= set(spec.get("options") or {})
+    exports = exported(specs, prefix)
+    out = [f"{name}: {var} is private (leading _) but documented in defaults/main.yml or meta/argument_specs.yml"
+           for var in sorted(options) if var.startswith("_")]
+    allowed = allowance.get(name, {})
+    seen = set()
+    for var, how, where in set_names(role_dir):
+        seen.add(var)
+        if var.startswith(prefix) and var not in options and var not in exports and var not in allowed:
+            out.append(f"{name}: {where} sets {var} ({how}): a public name ({prefix}*) that meta/argument_specs.yml does "
+                       f"not document; rename it __{var} if it is internal, or document it (an option, or an "
+                       "\"Exports\" paragraph for an output)")
+    for var in sorted(exports - seen):
+        out.append(f"{name}: meta/argument_specs.yml exports {var}, but no task or handler of the role sets it")
+    for var in sorted(set(allowed) - seen):
+        out.append(f"{name}: the allowance file allows {var}, which the role no longer sets: remove the entry")
+    return sorted(set(out), key=out.index)
+
+
 def generate_readme(role_dir: str, dest_root: str) -> str:
     """README.md as aar-doc generates it for role_dir, built in a copy under dest_root; returns its text."""
     name = os.path.basename(os.path.normpath(role_dir))
@@ -111,6 +206,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--roles", default="roles", help="directory holding the roles (default: roles)")
     ap.add_argument("--fix-docs", action="store_true", help="rewrite stale role READMEs instead of failing")
+    ap.add_argument("--allow", default=ALLOW_FILE,
+                    help="allowance file of public-looking internal names, each with a reason (default: %(default)s)")
     args = ap.parse_args(argv)
     if shutil.which(AAR_DOC) is None:
         print(f"role_specs: {AAR_DOC} not found on PATH (it is pinned in requirements/dev.txt: make setup)",
@@ -119,11 +216,17 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.roles):
         print(f"role_specs: --roles {args.roles!r} is not a directory", file=sys.stderr)
         return 2
+    try:
+        allowance = load_allowance(args.allow)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"role_specs: --allow: {exc}", file=sys.stderr)
+        return 2
     findings = []
     role_dirs = sorted(os.path.join(args.roles, d) for d in os.listdir(args.roles)
                        if os.path.isfile(os.path.join(args.roles, d, "meta", "argument_specs.yml")))
     for role_dir in role_dirs:
         findings += spec_findings(role_dir)
+        findings += name_findings(role_dir, allowance)
         try:
             findings += doc_findings(role_dir, args.fix_docs)
         except RuntimeError as exc:

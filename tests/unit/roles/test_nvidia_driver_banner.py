@@ -58,7 +58,7 @@ def test_loaded_version_from_real_banners(tmp_path):
             with io.open(os.path.join(FIX, name), "rb") as f:
                 content = base64.b64encode(f.read()).decode()
         reg = {"content": content} if content else {"failed": True, "msg": "file not found"}
-        tasks.append({"name": name or "missing", "vars": {"nvidia_driver_proc_version": reg, "case": name or "missing"},
+        tasks.append({"name": name or "missing", "vars": {"__nvidia_driver_proc_version": reg, "case": name or "missing"},
                       "ansible.builtin.set_fact": {"got": "{{ got | default({}) | combine({case: %s}) }}" % _strip(expr)}})
     save = {"content": "{{ got | to_json }}", "dest": str(tmp_path / "got.json"), "mode": "0644"}
     tasks.append({"name": "save", "ansible.builtin.copy": save})
