@@ -111,8 +111,8 @@ def fleet_(tmp_path_factory):
         "retry": {"disable-retries": True}}))
     local = {"ansible_connection": "local", "ansible_host": "127.0.0.1", "ansible_become": False,
              "ansible_python_interpreter": sys.executable}
-    inventory = {"all": {"vars": dict(local, fleet_roll_standin=STANDIN, fleet_roll_state_dir=f["state"],
-                                      fleet_roll_start_delay=START_DELAY, deploy_nccl=False, sglang_engine="standin",
+    inventory = {"all": {"vars": dict(local, sglang_standin_script=STANDIN, sglang_standin_state_dir=f["state"],
+                                      sglang_standin_start_delay=START_DELAY, deploy_nccl=False, sglang_engine="standin",
                                       sglang_listen_address="127.0.0.1", sglang_model_path=MODEL,
                                       sglang_options=ORIGINAL),
                          "children": {"sglang_servers": {"hosts": dict((h, {"sglang_port": ports[h]}) for h in HOSTS)},
