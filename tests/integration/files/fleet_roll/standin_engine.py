@@ -69,10 +69,10 @@ def stop(state_dir):
 
 def start(state_dir, port, config):
     behavior = "empty" if str(config.get("model", "")).endswith("/nan") else "ok"
-    log = open(os.path.join(state_dir, "server.log"), "a")
-    proc = subprocess.Popen([sys.executable, FAKESERVER, "--behavior", behavior, "--port", str(port),
-                             "--itl", str(ITL)],
-                            stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    with open(os.path.join(state_dir, "server.log"), "a") as log:  # the server keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, FAKESERVER, "--behavior", behavior, "--port", str(port),
+                                 "--itl", str(ITL)],
+                                stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     write(os.path.join(state_dir, "pid"), proc.pid)
     base = "http://127.0.0.1:%d" % port
     deadline = time.monotonic() + 30
