@@ -122,10 +122,11 @@ def fleet_(tmp_path_factory):
     f["inventory"] = os.path.join(tmp, "hosts.yml")
     with open(f["inventory"], "w") as fh:
         yaml.safe_dump(inventory, fh)
-    for h in HOSTS:  # the first deploy
-        restart(f, h, {"options": ORIGINAL, "model": MODEL}, delay=0)
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = None
     try:
+        for h in HOSTS:  # the first deploy
+            restart(f, h, {"options": ORIGINAL, "model": MODEL}, delay=0)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -137,11 +138,13 @@ def fleet_(tmp_path_factory):
             time.sleep(0.3)
         yield f
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
-        for h in HOSTS:
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(10)
+        for h in HOSTS:  # the pid file is written at each start, before its canary
             try:
-                os.killpg(state(f, h)[1], signal.SIGTERM)
+                with open(os.path.join(f["state"], h, "pid")) as fh:
+                    os.killpg(int(fh.read()), signal.SIGTERM)
             except (OSError, ValueError):
                 pass
 
