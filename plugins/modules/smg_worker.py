@@ -109,6 +109,8 @@ probe_requests:
 """
 
 
+import uuid
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.router import (
@@ -116,9 +118,14 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.router impo
 
 
 def probe(client, p, url):
+    """Requests through the router until one is counted on ``url``. Each prompt is new: under the cache_aware
+    policy (the router role's default) a prompt the router has seen goes back to the worker that served it, so
+    a fixed prompt never reached a worker added back after another one (measured with smg 1.13.0 in
+    tests/integration/test_fleet_roll.py); a prompt no worker has cached goes to the one with the least cached."""
     base = parse_worker_successes(metrics_text(p["metrics_url"])).get(url, 0)
-    body = {"model": p["probe_model"], "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
     for n in range(1, p["probe_attempts"] + 1):
+        body = {"model": p["probe_model"], "messages": [{"role": "user", "content": "%s ping" % uuid.uuid4().hex}],
+                "max_tokens": 1}
         client.call("POST", "/v1/chat/completions", body)
         if parse_worker_successes(metrics_text(p["metrics_url"])).get(url, 0) > base:
             return n

@@ -19,6 +19,7 @@ __metaclass__ = type
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -36,7 +37,9 @@ ORIGINAL = {"device": "cpu", "continuous-batching": True, "cb-num-blocks": 256, 
 
 def load(router_url, model, stop, totals, tmp):
     while not stop.is_set():
+        # new prompts each run: under the cache_aware policy a prompt seen before goes back to the same worker
         res, _dt = run_module(tmp, base_url=router_url, model=model, api="chat", concurrency=4, num_prompts=40,
+                              seed=random.randrange(1 << 30),
                               input_len=16, output_len=16, run_probes=False, warmup=0, ignore_eos=False,
                               load_checks=[], max_error_rate=1.0, max_incoherent_rate=1.0)
         for lvl in res.get("results", []):
@@ -49,13 +52,26 @@ def load(router_url, model, stop, totals, tmp):
         totals["runs"] += 1
 
 
-def roll(inventory, extra):
+def roll(inventory, extra, env=None):
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
            os.path.join(ROOT, "playbooks", "deploy.yml"), "-e", json.dumps(extra)]
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env = env or dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False)
     return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0
+
+
+def summary(rc, out, wall, totals):
+    """The roll's figures: requests sent/completed/failed (by class), each host's time out of the router, the batch
+    where it halted, the recap."""
+    flat = " ".join(out.split())
+    outs = dict((h, float(s)) for h, s in re.findall(r"ok: \[(\w+)\] => msg: [^\]]*? out of the router ([0-9.]+) s", flat))
+    halted = sorted(set(re.findall(r"Roll halted at (\S+)", flat)))
+    recap = dict(re.findall(r"^(\S+)\s+: (ok=.*)$", out, re.M))
+    return {"rc": rc, "roll_wall_s": round(wall, 1), "requests_sent": totals["sent"],
+            "requests_completed": totals["completed"], "requests_failed": totals["failed"],
+            "bench_runs": totals["runs"], "runs_without_results": totals["runs_without_results"][:3],
+            "out_of_router_s": outs, "halted_at": halted, "recap": recap}
 
 
 def main():
@@ -78,14 +94,9 @@ def main():
     t.join()
     with open(os.path.join(tmp, "roll.log"), "w") as f:
         f.write(out)
-    flat = " ".join(out.split())
-    outs = dict((h, float(s)) for h, s in re.findall(r"ok: \[(\w+)\] => msg: [^\]]*? out of the router ([0-9.]+) s", flat))
-    halted = re.findall(r"Roll halted at (\S+)", flat)
-    recap = dict(re.findall(r"^(\S+)\s+: (ok=.*)$", out, re.M))
-    print(json.dumps({"rc": rc, "roll_wall_s": round(wall, 1), "requests_sent": totals["sent"],
-                      "requests_completed": totals["completed"], "requests_failed": totals["failed"],
-                      "bench_runs": totals["runs"], "runs_without_results": totals["runs_without_results"][:3],
-                      "out_of_router_s": outs, "halted_at": halted, "recap": recap, "log": os.path.join(tmp, "roll.log")}))
+    report = summary(rc, out, wall, totals)
+    report["log"] = os.path.join(tmp, "roll.log")
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,70 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The host operations of the deploy transaction that its fake host (tests/harness/fake_deploy_host.py) stands in
+for: the systemctl calls of a restart, and the venvs kept or pruned after a pass, on a real directory tree."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import unit_host
+
+
+def recorder(fail=None):
+    calls = []
+
+    def run(argv):
+        calls.append(argv[1:])
+        return (1, "", "boom") if fail and argv[1] == fail else (0, "", "")
+    return calls, run
+
+
+def test_a_restart_flushes_the_start_counter_first():
+    """StartLimitBurst= counts every start, the deploy's own included, and reset-failed flushes the counter
+    (systemd.unit(5), StartLimitIntervalSec=): flushed before each deploy restart, three deploys in a row leave the
+    whole burst to crash restarts (the on-host proof: test_serving_role.py's crash after several deploys)."""
+    calls, run = recorder()
+    unit_host.restart(run, "sglang.service")
+    assert calls == [["reset-failed", "sglang.service"], ["daemon-reload"], ["enable", "sglang.service"],
+                     ["restart", "--no-block", "sglang.service"]]
+
+
+def test_a_renamed_unit_stops_the_old_one_before_its_restart():
+    calls, run = recorder()
+    unit_host.restart(run, "sglang-b.service", stop_unit="sglang.service")
+    assert calls[0] == ["disable", "--now", "sglang.service"] and calls[1] == ["reset-failed", "sglang-b.service"]
+
+
+def test_a_failed_systemctl_step_names_itself():
+    _calls, run = recorder(fail="enable")
+    with pytest.raises(unit_host.HostError, match=r"systemctl enable sglang.service failed \(rc 1\): boom"):
+        unit_host.restart(run, "sglang.service")
+
+
+def venvs(root, names):
+    for name in names:
+        os.makedirs(os.path.join(str(root), "opt/sglang", name, "bin"))
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_after_a_version_change_passes_the_old_venv_goes_and_the_stable_path_follows(tmp_path, check_mode):
+    """An engine version change installs into its own venv; the pass keeps it and removes the others. A failed
+    candidate is never recorded, so nothing is pruned and the last-known-good's venv stays (the transaction's
+    tests: the record is untouched after every order of failures)."""
+    venvs(tmp_path, ["venv-transformers-5.23.0", "venv-transformers-5.24.0"])
+    os.symlink("/opt/sglang/venv-transformers-5.23.0", str(tmp_path / "opt/sglang/venv"))
+    keep = "/opt/sglang/venv-transformers-5.24.0"
+    changed = unit_host.prune_venvs(str(tmp_path), "/opt/sglang", keep, check_mode)
+    assert changed == ["/opt/sglang/venv-transformers-5.23.0", "/opt/sglang/venv"]
+    left = sorted(os.listdir(str(tmp_path / "opt/sglang")))
+    if check_mode:
+        assert left == ["venv", "venv-transformers-5.23.0", "venv-transformers-5.24.0"]
+        assert os.readlink(str(tmp_path / "opt/sglang/venv")) == "/opt/sglang/venv-transformers-5.23.0"
+    else:
+        assert left == ["venv", "venv-transformers-5.24.0"]
+        assert os.readlink(str(tmp_path / "opt/sglang/venv")) == keep
+        assert unit_host.prune_venvs(str(tmp_path), "/opt/sglang", keep, False) == []  # the rerun changes nothing
