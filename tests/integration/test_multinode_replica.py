@@ -36,7 +36,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 SITE = os.path.join(ROOT, ".cache", "sglang-venv", "lib", "python3.11", "site-packages")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
-ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="im")
+ENV = dict(os.environ, GPUHOST_TESTHOST_TAG=os.environ.get("GPUHOST_TESTHOST_TAG", "im"))
 NAMES = ["mnr0", "mnr1"]
 
 # ~15 min on the loaded 2-core machine (three deploys): past the CI budget; the CI-sized restart-together test is
