@@ -34,7 +34,7 @@ from test_replica_restart_hosts import data_plane, ssh  # noqa: E402  (shared wi
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
-SITE = os.path.join(ROOT, ".cache", "sglang-venv", "lib", "python3.11", "site-packages")
+SITE = os.path.join(os.environ.get("SGLANG_VENV") or os.path.join(ROOT, ".cache", "sglang-venv"), "lib", "python3.11", "site-packages")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
 ENV = dict(os.environ, GPUHOST_TESTHOST_TAG=os.environ.get("GPUHOST_TESTHOST_TAG", "im"))
 NAMES = ["mnr0", "mnr1"]

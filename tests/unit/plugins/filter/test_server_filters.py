@@ -20,8 +20,8 @@ def _vars(name):
 
 
 def test_filter_names():
-    assert sorted(F) == ["server_argv", "sglang_candidates", "sglang_exposure", "sglang_profile", "sglang_profile_details",
-                         "shell_quote", "systemd_exec"]
+    assert sorted(F) == ["server_argv", "sglang_candidates", "sglang_exposure", "sglang_option_sets", "sglang_profile",
+                         "sglang_profile_details", "shell_quote", "systemd_exec"]
 
 
 def test_server_argv_and_systemd_exec_compose():
