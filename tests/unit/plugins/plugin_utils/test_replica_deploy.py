@@ -219,3 +219,21 @@ def test_the_role_runs_the_phases_in_this_order():
         tasks = yaml.safe_load(fh)
     loops = [t["loop"] for t in tasks if "replica" in t.get("name", "") and "loop" in t]
     assert loops == [list(REPLICA_PHASES)]
+
+
+BASE = {"unit": "sglang.service", "env_file": "/e", "lkg_dir": "/l", "health_url": "h", "base_url": "b", "canary_python": "p",
+        "env_content": "", "candidates": [{"argv": ["x"], "unit_content": "u"}]}
+REPLICA = {"rank": 1, "nnodes": 2, "head_address": "10.0.0.10", "dist_port": 5757, "state_file": "/var/lib/sglang/replica.json"}
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({"phase": "jion", "replica": REPLICA}, r"phase='jion': allowed values all, gate, join, prepare, report, restart, settle, stop"),
+    ({"phase": "stop", "replica": dict(REPLICA, state_file="")}, r"phase=stop needs replica with .* \(missing state_file\)"),
+    ({"phase": "stop", "replica": REPLICA, "candidates": BASE["candidates"] * 2}, r"a multi-node replica deploys one candidate, got 2"),
+])
+def test_the_action_names_a_bad_phase_option(extra, message):
+    from ansible.errors import AnsibleActionFail
+    from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import check_args
+    with pytest.raises(AnsibleActionFail, match=message):
+        check_args(dict(BASE, **extra))
+    assert check_args(dict(BASE, phase="stop", replica=REPLICA))["phase"] == "stop"
