@@ -459,8 +459,9 @@ class ReplicaRank(object):
                 return self.fail("startup_failure", "%s exited before its replica formed: unit failed, peer watch %s" % (
                     unit, obs.get("replica")))
             if self.h.monotonic() >= deadline:
-                return self.fail("timeout", "%s did not join its replica within sglang_ready_timeout=%d s: unit %s, main pid %s, peer "
-                                  "watch %s" % (unit, timeout, obs.get("active"), obs.get("pid"), obs.get("replica")), ready_state="timeout")
+                return self.fail("timeout", "%s did not join its replica within sglang_ready_timeout=%d s: unit %s, main pid %s, "
+                                 "peer watch %s" % (unit, timeout, obs.get("active"), obs.get("pid"), obs.get("replica")),
+                                 ready_state="timeout")
             self.h.sleep(JOIN_POLL)
 
     def _gate(self):

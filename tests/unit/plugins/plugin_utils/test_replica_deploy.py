@@ -37,7 +37,7 @@ def rspec(host, rank, n, behave, name="c0", **extra):
 def drive(hosts, behaves, **extra):
     """Every phase on every rank in order; returns (report results, failure messages, changed per phase)."""
     n = len(hosts)
-    states, changed = [{} for _ in hosts], []
+    states, changed = [{} for _host in hosts], []
     results, failures = [None] * n, [None] * n
     for phase in REPLICA_PHASES:
         new, flags = [], []
