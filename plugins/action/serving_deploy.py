@@ -15,7 +15,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import DeployFailed, DeployTransaction
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import (
+    REPLICA_PHASES, DeployFailed, DeployTransaction, ReplicaRank)
 
 display = Display()
 
@@ -23,12 +24,13 @@ ARGS = {
     "unit": str, "unit_dir": str, "env_file": str, "lkg_dir": str, "env_content": str, "candidates": list,
     "health_url": str, "base_url": str, "ready_timeout": int, "probes": bool, "canary": dict, "canary_python": str,
     "lkg_update": bool, "retry_failed": bool, "meta": dict, "install_dir": str, "timeout_start_sec_min": int,
-    "api_key": str, "restore": bool,
+    "api_key": str, "restore": bool, "phase": str, "replica": dict, "peers": list,
 }
 REQUIRED = ("unit", "env_file", "lkg_dir", "health_url", "base_url", "canary_python")
 DEFAULTS = {"unit_dir": "/etc/systemd/system", "ready_timeout": 1800, "probes": True, "canary": {}, "lkg_update": True,
             "retry_failed": False, "meta": {}, "install_dir": "", "timeout_start_sec_min": 300, "api_key": "",
-            "restore": False, "candidates": [], "env_content": None}
+            "restore": False, "candidates": [], "env_content": None, "phase": "all", "replica": {}, "peers": []}
+REPLICA_KEYS = ("rank", "nnodes", "head_address", "dist_port", "state_file")
 
 
 def check_args(args):
@@ -60,6 +62,16 @@ def check_args(args):
         out[name] = value
     if out["restore"]:
         return out
+    if out["phase"] != "all":
+        if out["phase"] not in REPLICA_PHASES:
+            raise AnsibleActionFail("serving_deploy: phase=%r: allowed values all, %s" % (
+                out["phase"], ", ".join(sorted(set(REPLICA_PHASES)))))
+        missing = [k for k in REPLICA_KEYS if out["replica"].get(k) in (None, "")]
+        if missing:
+            raise AnsibleActionFail("serving_deploy: phase=%s needs replica with %s (missing %s)" % (
+                out["phase"], ", ".join(REPLICA_KEYS), ", ".join(missing)))
+        if len(out["candidates"]) > 1:
+            raise AnsibleActionFail("serving_deploy: a multi-node replica deploys one candidate, got %d" % len(out["candidates"]))
     if out["env_content"] is None:
         raise AnsibleActionFail("serving_deploy: env_content is required (the environment file's content)")
     if not out["candidates"]:
@@ -100,8 +112,8 @@ class ModuleHost(object):
         return {"unit_changed": res.get("unit_changed", False), "env_changed": res.get("env_changed", False),
                 "diff": res.get("diff") if res.get("unit_changed") else None}
 
-    def restart(self, stop_unit):
-        return self._unit("restart", stop_unit=stop_unit).get("since", 0)
+    def restart(self, stop_unit, unit=None):
+        return self._unit("restart", stop_unit=stop_unit, unit=unit or self.a["unit"]).get("since", 0)
 
     def wait_ready(self, unit, health_url, since, timeout):
         deadline = time.monotonic() + timeout
@@ -141,14 +153,32 @@ class ModuleHost(object):
                           forget_unit=forget_unit, install_dir=self.a["install_dir"] or None,
                           keep_venv=self.a["meta"].get("venv") or None).get("paths", [])
 
-    def restore(self, lkg):
-        return self._unit("restore", lkg=lkg).get("since", 0)
+    def restore(self, lkg, restart=True):
+        return self._unit("restore", lkg=lkg, restart=restart).get("since", 0)
 
     def stop(self, unit):
         self._run("gpuhost.sglang.serving_unit", {"op": "stop", "unit": unit})
 
     def monotonic(self):
         return time.monotonic()
+
+    def sleep(self, seconds):
+        time.sleep(seconds)
+
+    def reload(self):
+        self._run("gpuhost.sglang.serving_unit", {"op": "reload", "unit": self.a["unit"]})
+
+    def unit_state(self, unit):
+        res = self._run("gpuhost.sglang.serving_unit", {"op": "state", "unit": unit})
+        return res.get("active", "inactive"), res.get("pid", 0)
+
+    def rank_state(self, unit, state_file):
+        res = self._run("gpuhost.sglang.serving_unit", {"op": "state", "unit": unit, "state_file": state_file})
+        return {"active": res.get("active", "inactive"), "pid": res.get("pid", 0), "replica": res.get("replica")}
+
+    def wait_port(self, address, port, timeout):
+        res = self._run("ansible.builtin.wait_for", {"host": address, "port": port, "timeout": timeout})
+        return not res.get("failed")
 
     def say(self, line):
         display.display("%s: %s" % (self.inventory_name, line))
@@ -164,6 +194,8 @@ class ActionModule(ActionBase):
         a = check_args(dict(self._task.args))
         host = ModuleHost(self, task_vars or {}, a)
         spec = dict(a, check_mode=bool(self._task.check_mode), host=host.inventory_name)
+        if a["phase"] != "all":
+            return self._phase(result, host, spec)
         try:
             tx = DeployTransaction(host, spec)
             out = tx.restore_only() if a["restore"] else tx.run()
@@ -176,4 +208,30 @@ class ActionModule(ActionBase):
         result.update(out)
         if self._task.diff and diffs:
             result["diff"] = diffs
+        return result
+
+    def _phase(self, result, host, spec):
+        """One phase of a multi-node replica's deploy on this rank (plugins/plugin_utils/deploy.py ReplicaRank);
+        ``replica`` in the result is this rank's state, which the next phase reads back through ``peers``."""
+        rank = ReplicaRank(host, spec, spec["peers"])
+        try:
+            state, changed = rank.phase(spec["phase"])
+        except DeployFailed as exc:
+            diffs = exc.result.pop("diffs", [])
+            result.update(exc.result)
+            result.update(failed=True, msg=str(exc))
+            if self._task.diff and diffs:
+                result["diff"] = diffs
+            return result
+        except AnsibleActionFail as exc:
+            # a host operation failed: the replica fails (and rolls back) through the phases that follow
+            rank.fail("deploy_error", str(exc))
+            state, changed = rank.st, True
+        if spec["phase"] == "report":
+            diffs = state.pop("diffs", [])
+            result.update(state)
+            if self._task.diff and diffs:
+                result["diff"] = diffs
+            return result
+        result.update(changed=changed, replica=state)
         return result

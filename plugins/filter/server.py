@@ -9,6 +9,8 @@ shell_quote      argv list -> POSIX shell string (display only)
 sglang_profile   (gpu arch, model family, engine version, profile data[, overrides]) -> options dict
 sglang_profile_details  same arguments -> {options, evidence, environment, matched, notes, fallbacks, arch, ...}
 sglang_candidates  (profile fallbacks, host fallback chain, host options) -> the ordered candidate option mappings
+sglang_option_sets (candidates, profile options, host options, managed options) -> each candidate's options as the
+                   engine gets them (profile < sglang_options < candidate < managed)
 sglang_exposure    (listen address, port, engine's public path prefixes, api key set[, supported]) -> {warning, ...}
 sglang_fallback_budget  (candidates, ready timeout, budget, last-known-good record, chain) -> {worst_case_seconds, line, error}
 """
@@ -19,7 +21,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import ProfileError, candidate_chain, select_profile
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import (
+    ProfileError, candidate_chain, option_sets, select_profile)
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.exposure import ExposureError, exposure
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.fallback_budget import BudgetError, fallback_budget
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
@@ -76,6 +79,13 @@ def sglang_candidates(profile_fallbacks, fallback_chain, host_options=None):
         raise AnsibleFilterError(str(exc))
 
 
+def sglang_option_sets(candidates, profile_options=None, host_options=None, managed_options=None):
+    try:
+        return option_sets(candidates, profile_options, host_options, managed_options)
+    except ProfileError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 def sglang_exposure(listen_address, port, public_path_prefixes, api_key_set, api_key_supported=True):
     try:
         return exposure(listen_address, port, public_path_prefixes, bool(api_key_set), bool(api_key_supported))
@@ -99,6 +109,7 @@ class FilterModule(object):
             "sglang_profile": sglang_profile,
             "sglang_profile_details": sglang_profile_details,
             "sglang_candidates": sglang_candidates,
+            "sglang_option_sets": sglang_option_sets,
             "sglang_exposure": sglang_exposure,
             "sglang_fallback_budget": sglang_fallback_budget,
         }

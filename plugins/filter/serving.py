@@ -6,9 +6,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.model_files import ModelFilesError, model_files_differ as _differ
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.unit_timing import start_timeout
+
+
+def model_files_differ(src_find, dst_find, src_dir, dst_dir, owner="root", group="root", mode="0644"):
+    try:
+        return _differ(src_find, dst_find, src_dir, dst_dir, owner, group, mode)
+    except ModelFilesError as exc:
+        raise AnsibleFilterError("model_files_differ: %s" % exc)
 
 
 class FilterModule(object):
     def filters(self):
-        return {"start_timeout": start_timeout}
+        return {"start_timeout": start_timeout, "model_files_differ": model_files_differ}

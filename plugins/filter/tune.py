@@ -14,6 +14,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.report import plan_line
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import ProfileError, merge_options
 
 
 def tune_plan_line(pair):
@@ -27,10 +28,10 @@ def tune_merge(options, profile=None, managed=None):
     for name, value in (("options", options), ("profile", profile), ("managed", managed)):
         if value is not None and not isinstance(value, dict):
             raise AnsibleFilterError("tune_merge: %s must be a mapping, got %s" % (name, type(value).__name__))
-    out = dict(profile or {})
-    out.update(options or {})
-    out.update(managed or {})
-    return out
+    try:
+        return merge_options(profile, options, None, managed)
+    except ProfileError as exc:
+        raise AnsibleFilterError("tune_merge: %s" % exc)
 
 
 class FilterModule(object):

@@ -26,6 +26,10 @@ description:
     back exactly as recorded (unit name, files, address) and proven with the same readiness wait and canary at
     its own address; without a record the failing unit is stopped. The task then fails with every attempt's class.
   - Check mode says which candidate would restart and why, and runs no gate; diff mode shows the unit file.
+  - A multi-node replica deploys its one candidate through the same transaction in phases (O(phase)), the play
+    calling each phase on all ranks at once with every rank's state after the previous phase (O(peers)); the
+    ranks >= 1 stop first, rank 0 restarts, the others start once rank 0's dist-init port answers, the gate runs
+    through rank 0, and a failure rolls every rank back to last-known-good in the same order.
 author:
   - gpuhost.sglang contributors (@gpuhost)
 options:
@@ -113,6 +117,39 @@ options:
     description: Bearer token for the readiness and canary requests.
     type: str
     default: ""
+  phase:
+    description:
+      - C(all) runs the whole transaction of one host. The others are one phase of a multi-node replica's deploy,
+        called in this order on all its ranks - C(prepare), C(stop), C(restart), C(join), C(gate), C(settle), then
+        C(stop), C(restart), C(join), C(gate) again (they act only while rolling back), and C(report), which fails
+        when the replica did not pass.
+    type: str
+    default: all
+    choices: [all, prepare, stop, restart, join, gate, settle, report]
+  replica:
+    description: This rank of the replica (with a phase other than C(all)).
+    type: dict
+    suboptions:
+      rank:
+        description: This host's rank (0 serves the API).
+        type: int
+      nnodes:
+        description: The replica's number of ranks.
+        type: int
+      head_address:
+        description: Rank 0's address on the data plane.
+        type: str
+      dist_port:
+        description: Rank 0's dist-init port.
+        type: int
+      state_file:
+        description: The peer watch's state file of a rank >= 1.
+        type: path
+  peers:
+    description: Every rank's C(replica) result of the previous phase, in rank order.
+    type: list
+    elements: dict
+    default: []
 notes:
   - It runs these modules on the host, M(gpuhost.sglang.serving_unit), M(gpuhost.sglang.serving_ready) and
     M(gpuhost.sglang.serving_bench).
@@ -166,4 +203,8 @@ live_touched:
   description: Whether the live unit was restarted or stopped.
   returned: always
   type: bool
+replica:
+  description: This rank's state after the phase (a phase other than C(all)); the next phase reads it in O(peers).
+  returned: with a replica phase
+  type: dict
 """

@@ -17,7 +17,8 @@ description:
     reports what it did. Not meant to be called from a play directly.
   - C(inspect) reads the last-known-good record and the unit's state; C(install) writes the unit and environment
     files; C(restart), C(stop) act on the unit; C(record) makes the live configuration last-known-good;
-    C(restore) puts last-known-good back and restarts it.
+    C(restore) puts last-known-good back and restarts it; C(reload) reloads systemd's units; C(state) reads the
+    unit's ActiveState and MainPID and, with O(state_file), a replica rank's peer-watch state.
 author:
   - gpuhost.sglang contributors (@gpuhost)
 options:
@@ -25,7 +26,7 @@ options:
     description: The operation.
     type: str
     required: true
-    choices: [inspect, install, restart, stop, record, restore]
+    choices: [inspect, install, restart, stop, record, restore, reload, state]
   unit:
     description: Name of the server's systemd unit.
     type: str
@@ -78,6 +79,13 @@ options:
   lkg:
     description: The last-known-good record to restore (C(restore)), as C(inspect) returned it.
     type: dict
+  restart:
+    description: With C(restore), restart last-known-good (off for a replica's rank, restarted in order later).
+    type: bool
+    default: true
+  state_file:
+    description: With C(state), the peer watch's state file of a replica rank (JSON).
+    type: path
 notes:
   - Check mode is supported; C(inspect) only reads.
 extends_documentation_fragment:
@@ -107,6 +115,14 @@ since:
   description: The host clock (epoch seconds) before a restart (C(restart), C(restore)).
   returned: op=restart or op=restore
   type: int
+pid:
+  description: The unit's MainPID (C(state)); 0 when it runs no process.
+  returned: op=state
+  type: int
+replica:
+  description: The peer watch's state file (C(state) with O(state_file)); null when absent or not JSON.
+  returned: op=state
+  type: dict
 paths:
   description: The paths C(record) changed.
   returned: op=record
@@ -120,7 +136,8 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import unit
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            op=dict(type="str", required=True, choices=["inspect", "install", "restart", "stop", "record", "restore"]),
+            op=dict(type="str", required=True,
+                    choices=["inspect", "install", "restart", "stop", "record", "restore", "reload", "state"]),
             unit=dict(type="str", required=True),
             unit_dir=dict(type="path", default="/etc/systemd/system"),
             env_file=dict(type="path"),
@@ -136,6 +153,8 @@ def main():
             install_dir=dict(type="path"),
             keep_venv=dict(type="path"),
             lkg=dict(type="dict"),
+            restart=dict(type="bool", default=True),
+            state_file=dict(type="path"),
         ),
         required_if=[
             ("op", "inspect", ("env_file", "lkg_dir")),
@@ -171,6 +190,14 @@ def main():
             if check:
                 module.exit_json(changed=True)
             module.exit_json(changed=True, stopped=unit_host.stop(run, p["unit"], p["disable"]))
+        if p["op"] == "state":
+            module.exit_json(changed=False, **unit_host.rank_state("", run, p["unit"], p["state_file"]))
+        if p["op"] == "reload":
+            if not check:
+                rc, _out, err = unit_host.systemctl(run, "daemon-reload")
+                if rc != 0:
+                    raise unit_host.HostError("systemctl daemon-reload failed (rc %d): %s" % (rc, err))
+            module.exit_json(changed=False)
         if p["op"] == "record":
             paths = unit_host.record("", run, p["lkg_dir"], p["meta"], p["unit"], p["unit_dir"], p["env_file"],
                                      p["timeout_content"], p["remove_paths"], p["forget_unit"], p["install_dir"],
@@ -180,7 +207,7 @@ def main():
         if "env_b64" not in lkg:
             full = unit_host.inspect("", run, lkg["unit"], p["unit_dir"], lkg["env_file"], p["lkg_dir"] or "")["lkg"]
             lkg["env_b64"] = full.get("env_b64", "")
-        since = unit_host.restore("", run, lkg, p["unit"], p["unit_dir"], p["env_file"], check)
+        since = unit_host.restore("", run, lkg, p["unit"], p["unit_dir"], p["env_file"], check, p["restart"])
         module.exit_json(changed=True, since=since)
     except (unit_host.HostError, KeyError, IOError, OSError) as exc:
         module.fail_json(msg="serving_unit %s on %s: %s" % (p["op"], p["unit"], exc))

@@ -53,6 +53,29 @@ def _reasons(inst, active):
                         "not running" if active != "active" else "") if r]
 
 
+def rollback_line(rb):
+    """The failure message's sentence on what the rollback left serving."""
+    if rb["state"] == "stopped":
+        return "No last-known-good existed: the service was stopped."
+    ready = rb["state"] if rb["state"] == "ready" else "%s (%s: %s)" % (rb["state"], rb.get("cls") or "timeout", rb.get("evidence", ""))
+    return "Rolled back to last-known-good %s at %s: %s, canary %s." % (rb["unit"], rb["base_url"], ready, rb["canary"])
+
+
+def prove_lkg(host, spec, lkg, since, ready=None):
+    """Readiness (unless ``ready`` is already known) and the canary of restored last-known-good, at its own
+    address. Returns the rollback summary."""
+    if ready is None:
+        ready = host.wait_ready(lkg["unit"], lkg["health_url"], since, spec["ready_timeout"])
+    rb = {"unit": lkg["unit"], "base_url": lkg["base_url"], "state": ready.get("state", "?"),
+          "cls": ready.get("cls") or "", "evidence": ready.get("evidence") or ""}
+    if rb["state"] != "ready" or not spec.get("probes", True):
+        rb["canary"] = "not run"
+    else:
+        problems = host.canary(lkg["base_url"])
+        rb["canary"] = ("FAILED: " + "; ".join(problems)) if problems else "passed"
+    return rb
+
+
 class DeployTransaction(object):
     """One host's deploy. ``spec`` keys:
 
@@ -234,16 +257,8 @@ class DeployTransaction(object):
             self.rollback = {"state": "stopped", "canary": "not run"}
             return self.rollback
         since = self.h.restore(lkg)
-        ready = self.h.wait_ready(lkg["unit"], lkg["health_url"], since, self.s["ready_timeout"])
-        rb = {"unit": lkg["unit"], "base_url": lkg["base_url"], "state": ready.get("state", "?"),
-              "cls": ready.get("cls") or "", "evidence": ready.get("evidence") or ""}
-        if rb["state"] != "ready" or not self.s.get("probes", True):
-            rb["canary"] = "not run"
-        else:
-            problems = self.h.canary(lkg["base_url"])
-            rb["canary"] = ("FAILED: " + "; ".join(problems)) if problems else "passed"
-        self.rollback = rb
-        return rb
+        self.rollback = prove_lkg(self.h, self.s, lkg, since)
+        return self.rollback
 
     def fail(self):
         s = self.s
@@ -253,12 +268,7 @@ class DeployTransaction(object):
         if not self.touched:
             parts.append("The live server was not touched.")
         else:
-            rb = self.restore_lkg()
-            if rb["state"] == "stopped":
-                parts.append("No last-known-good existed: the service was stopped.")
-            else:
-                ready = rb["state"] if rb["state"] == "ready" else "%s (%s: %s)" % (rb["state"], rb["cls"] or "timeout", rb["evidence"])
-                parts.append("Rolled back to last-known-good %s at %s: %s, canary %s." % (rb["unit"], rb["base_url"], ready, rb["canary"]))
+            parts.append(rollback_line(self.restore_lkg()))
         msg = " ".join(parts)
         raise DeployFailed(msg, self.result(None, msg))
 
@@ -280,3 +290,277 @@ class DeployTransaction(object):
         row = self.attempts[passed]
         return "check mode: candidate %d %s; the gate was NOT run" % (
             passed, ("would restart (%s changed)" % ", ".join(row["reasons"])) if row["restart"] else "would not restart")
+
+
+# ---- a multi-node replica, phase by phase ----------------------------------------------------------------------
+# The play calls serving_deploy once per phase, on every rank of the replica at once (Ansible's linear strategy
+# keeps the hosts in step), with every rank's state after the previous phase (``peers``, in rank order). Each
+# rank decides here what it does in that phase; a phase that is not its own leaves it as it was.
+#   prepare  install this rank's unit and environment files; say why it would restart
+#   stop     the replica restarts when any rank changed or is not running: every rank reloads systemd, the
+#            ranks >= 1 stop (none joins the old rank 0, nor, restarted by its peer watch, the new one early)
+#   restart  rank 0 restarts and its old process is gone
+#   join     each rank >= 1 starts once rank 0's dist-init port answers, then waits until its peer watch says
+#            every rank joined (its own process, active)
+#   gate     rank 0: readiness and the canary (a rank >= 1 that did not join fails the replica here, named)
+#   settle   passed on every rank: last-known-good recorded on each; failed after the live units were touched:
+#            each rank's last-known-good files back (a rollback round of stop/restart/join/gate follows), or
+#            every unit stopped when a rank has no record
+#   report   the result; fails with the cause and what the rollback left serving
+REPLICA_PHASES = ("prepare", "stop", "restart", "join", "gate", "settle", "stop", "restart", "join", "gate", "report")
+PID_TIMEOUT = 150
+JOIN_POLL = 2
+
+
+def rank_joined(obs):
+    """A rank >= 1 joined: its unit active, and the peer watch's state file says every rank joined and names
+    the unit's own main process."""
+    rep = obs.get("replica")
+    return obs.get("active") == "active" and isinstance(rep, dict) and bool(rep.get("all_joined")) \
+        and str(rep.get("pid", -1)) == str(obs.get("pid"))
+
+
+class ReplicaRank(object):
+    """One rank's part of one phase. ``spec`` is DeployTransaction's (one candidate) plus ``replica``:
+    {rank, nnodes, head_address, dist_port, state_file}; ``peers``: every rank's state after the last phase."""
+
+    def __init__(self, host, spec, peers):
+        self.h, self.s = host, spec
+        rep = spec["replica"]
+        self.rank, self.nnodes = int(rep["rank"]), int(rep["nnodes"])
+        self.peers = [p or {} for p in peers]
+        self.st = dict(self.peers[self.rank]) if len(self.peers) > self.rank else {}
+        self.changed = False
+
+    def phase(self, name):
+        """Returns (this rank's state, whether this phase changed the host); raises DeployFailed from report."""
+        if name == "prepare":
+            self.prepare()
+        elif name == "report":
+            return self.report(), False
+        elif name not in REPLICA_PHASES:
+            raise ValueError("phase=%r: allowed values %s" % (name, ", ".join(sorted(set(REPLICA_PHASES)))))
+        elif self.st.get("round") in ("deploy", "rollback") and not self.s.get("check_mode"):
+            getattr(self, "_" + name)()
+        return self.st, self.changed
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+    def _rolling_back(self):
+        return self.st.get("round") == "rollback"
+
+    def _where(self):
+        """unit, health_url, base_url of this round: the candidate's, or last-known-good's in a rollback."""
+        src = self.st["lkg"] if self._rolling_back() else self.s
+        return src["unit"], src["health_url"], src["base_url"]
+
+    def _say(self, line):
+        self.h.say("rank %d: %s" % (self.rank, line))
+
+    def _touch(self):
+        self.st["touched"] = self.changed = True
+
+    def fail(self, cls, message, journal_tail=None, ready_state="failed"):
+        if self._rolling_back():
+            self.st["rollback"] = {"unit": self.st["lkg"]["unit"], "base_url": self.st["lkg"]["base_url"],
+                                   "state": ready_state, "cls": cls, "evidence": message[:600], "canary": "not run"}
+            self._say("last-known-good did not come back: %s: %s" % (cls, message[:300]))
+        else:
+            self.st.update(outcome=RESULT_FAILED, message=message[:600], journal_tail=journal_tail or [], **{"class": cls})
+            self._say("FAILED: %s: %s" % (cls, message[:300]))
+
+    def _passed(self, line):
+        if self._rolling_back():
+            self.st["rollback"] = {"unit": self.st["lkg"]["unit"], "base_url": self.st["lkg"]["base_url"],
+                                   "state": "ready", "cls": "", "evidence": "", "canary": "not run"}
+        else:
+            self.st["outcome"] = RESULT_PASSED
+        self._say(line)
+
+    def _failed_already(self):
+        return (self.st.get("rollback") or {}).get("state", "ready") != "ready" if self._rolling_back() \
+            else self.st.get("outcome") == RESULT_FAILED
+
+    # ---- phases --------------------------------------------------------------------------------------------
+    def prepare(self):
+        s = self.s
+        state = self.h.inspect()
+        if state.get("lkg_problem"):
+            self._say("WARNING: %s" % state["lkg_problem"])
+        inst = self.h.install(s["candidates"][0]["unit_content"])
+        reasons = _reasons(inst, state.get("active", "inactive"))
+        self.changed = bool(inst["unit_changed"] or inst["env_changed"])
+        lkg = state.get("lkg") or {}
+        self.st = {"rank": self.rank, "round": "deploy", "reasons": reasons, "clock": int(state.get("clock") or 0),
+                   "since": int(state.get("clock") or 0), "t0": None, "touched": False, "outcome": None,
+                   "lkg": dict((k, v) for k, v in lkg.items() if k != "env_b64"), "rollback": {},
+                   "diff": inst.get("diff") if inst["unit_changed"] else None}
+        if s.get("check_mode"):
+            self.st.update(round="done", outcome=RESULT_WOULD)
+
+    def _restarts(self):
+        """The whole replica restarts when any rank changed or is not running (a rank restarted alone loses its
+        peers anyway); a rollback restarts it always."""
+        if self._rolling_back():
+            return ["rolling back"]
+        return ["rank %d: %s" % (p.get("rank", i), r) for i, p in enumerate(self.peers) for r in p.get("reasons") or []]
+
+    def _stop(self):
+        why = self._restarts()
+        self.st["restarts"] = bool(why)
+        if not why:
+            return
+        unit = self._where()[0]
+        self.h.reload()
+        if self.rank > 0:
+            # last-known-good's unit under another name runs until now
+            for name in sorted(set([unit, self.st["lkg"].get("unit", unit)])):
+                self.h.stop(name)
+            self._touch()
+            self._say("%s stopped before rank 0 restarts (%s)" % (unit, ", ".join(why)))
+
+    def _restart(self):
+        if self.rank != 0 or not self.st.get("restarts"):
+            return
+        unit = self._where()[0]
+        lkg_unit = self.st["lkg"].get("unit", unit)
+        stop_unit = lkg_unit if (lkg_unit != unit and not self._rolling_back()) else ""
+        _active, old_pid = self.h.unit_state(unit)
+        self._touch()
+        self.st["since"] = self.h.restart(stop_unit, unit)
+        self.st["t0"] = self.h.monotonic()
+        deadline = self.st["t0"] + PID_TIMEOUT
+        while True:
+            active, pid = self.h.unit_state(unit)
+            if pid not in (old_pid, 0) or active == "failed":
+                break
+            if self.h.monotonic() >= deadline:
+                return self.fail("timeout", "%s: the old process %d still runs %d s after the restart" % (unit, old_pid, PID_TIMEOUT))
+            self.h.sleep(1)
+        self._say("%s restarted, the ranks >= 1 join it" % unit)
+
+    def _join(self):
+        if self.rank == 0 or self._failed_already():
+            return
+        rep, timeout = self.s["replica"], int(self.s["ready_timeout"])
+        unit = self._where()[0]
+        if self.st.get("restarts"):
+            if not self.h.wait_port(rep["head_address"], int(rep["dist_port"]), timeout):
+                return self.fail("timeout", "rank 0's dist-init port %s:%s did not answer within sglang_ready_timeout=%d s" % (
+                    rep["head_address"], rep["dist_port"], timeout), ready_state="timeout")
+            self._touch()
+            self.st["since"] = self.h.restart("", unit)
+            self.st["t0"] = self.h.monotonic()
+        deadline = self.h.monotonic() + timeout
+        while True:
+            obs = self.h.rank_state(unit, rep["state_file"])
+            if rank_joined(obs):
+                return self._passed("%s joined its replica" % unit)
+            if obs.get("active") == "failed":
+                return self.fail("startup_failure", "%s exited before its replica formed: unit failed, peer watch %s" % (
+                    unit, obs.get("replica")))
+            if self.h.monotonic() >= deadline:
+                return self.fail("timeout", "%s did not join its replica within sglang_ready_timeout=%d s: unit %s, main pid %s, "
+                                 "peer watch %s" % (unit, timeout, obs.get("active"), obs.get("pid"), obs.get("replica")),
+                                 ready_state="timeout")
+            self.h.sleep(JOIN_POLL)
+
+    def _gate(self):
+        if self.rank > 0:
+            if self._rolling_back():
+                self.st["round"] = "done"
+            return
+        self._gate_rank0()
+        if self._rolling_back():
+            self.st["round"] = "done"
+
+    def _gate_rank0(self):
+        lost = [p for p in self.peers[1:] if (p.get("rollback") or {}).get("state", "ready") != "ready"] if self._rolling_back() \
+            else [p for p in self.peers[1:] if p.get("outcome") == RESULT_FAILED]
+        if self._failed_already():
+            return
+        unit, health_url, base_url = self._where()
+        ready = None
+        if lost:
+            # a rank waiting for rank 0's port: rank 0's own failure is the cause when it has one (one look)
+            ready = self.h.wait_ready(unit, health_url, self.st["since"], 0)
+        if lost and ready.get("state") != "failed":
+            p = lost[0]
+            if self._rolling_back():
+                rb = p["rollback"]
+                return self.fail(rb["cls"], "rank %d: %s" % (p["rank"], rb["evidence"]), ready_state=rb["state"])
+            return self.fail(p["class"], "rank %d: %s" % (p["rank"], p["message"]), p.get("journal_tail"))
+        if ready is None:
+            ready = self.h.wait_ready(unit, health_url, self.st["since"], self.s["ready_timeout"])
+        if self._rolling_back():
+            self.st["rollback"] = prove_lkg(self.h, self.s, self.st["lkg"], self.st["since"], ready)
+            self._say("last-known-good %s at %s: %s, canary %s" % (unit, base_url, ready.get("state"), self.st["rollback"]["canary"]))
+            return None
+        if ready.get("state") != "ready":
+            return self.fail(ready.get("cls") or "timeout", "%s Evidence: %s" % (
+                ready.get("hint") or "Not ready within sglang_ready_timeout=%s s." % self.s["ready_timeout"],
+                ready.get("evidence") or ready.get("health") or ""), ready.get("journal_tail"))
+        t0 = self.st.get("t0")
+        self.st["load"] = (self.h.monotonic() - t0) if t0 is not None else None
+        if self.s.get("probes", True):
+            self._say("ready, coherence canary")
+            problems = self.h.canary(base_url)
+            if problems:
+                return self.fail("incoherent", "; ".join(problems))
+        return self._passed("candidate 0 passed the gate%s" % ("" if self.st.get("restarts") else " (no restart: nothing changed)"))
+
+    def _settle(self):
+        if self._rolling_back():
+            return
+        st, s = self.st, self.s
+        if len(self.peers) == self.nnodes and all(p.get("outcome") == RESULT_PASSED for p in self.peers):
+            st["round"] = "done"
+            if s.get("lkg_update", True):
+                tx = DeployTransaction(self.h, s)
+                tx.lkg = st["lkg"]
+                tx.attempts = [{"candidate": 0, "outcome": RESULT_PASSED}]
+                t0 = st.get("t0")
+                tx.commit(s["candidates"][0], st["since"], (self.h.monotonic() - t0) if t0 is not None else None)
+                self.changed = tx.changed
+            return
+        if st.get("outcome") != RESULT_FAILED:
+            st.update(outcome=RESULT_FAILED, message="the replica failed the gate", journal_tail=[], **{"class": "replica"})
+        if not any(p.get("touched") for p in self.peers):
+            st["round"] = "done"
+            return
+        self.changed = True
+        if all(p.get("lkg") for p in self.peers) and len(self.peers) == self.nnodes:
+            lkg = self.h.inspect().get("lkg") or {}
+            self.h.restore(lkg, False)
+            st["round"] = "rollback"
+            self._say("last-known-good %s back in place, the replica restarts in order" % lkg["unit"])
+            return
+        self.h.stop(s["unit"])
+        st.update(round="done", rollback={"state": "stopped", "canary": "not run"})
+        self._say("a rank has no last-known-good record: %s stopped" % s["unit"])
+
+    def report(self):
+        s, head = self.s, (self.peers[0] if self.peers else self.st)
+        verdict = head if head.get("outcome") == RESULT_FAILED else self.st
+        row = {"candidate": 0, "options": s["candidates"][0].get("options", {}), "outcome": verdict.get("outcome"),
+               "restarted": bool(self.st.get("restarts"))}
+        if verdict.get("outcome") == RESULT_FAILED:
+            row.update({"class": verdict.get("class"), "message": verdict.get("message"), "journal_tail": verdict.get("journal_tail") or []})
+        passed = verdict.get("outcome") in (RESULT_PASSED, RESULT_WOULD)
+        if s.get("check_mode"):
+            why = ["rank %d: %s" % (p.get("rank", i), r) for i, p in enumerate(self.peers) for r in p.get("reasons") or []]
+            gate = "check mode: candidate 0 %s; the gate was NOT run" % (
+                ("would restart the replica (%s changed)" % ", ".join(why)) if why else "would not restart")
+        else:
+            gate = "candidate 0 passed the gate" if passed else "no candidate passed the gate"
+        rollback = head.get("rollback") or self.st.get("rollback") or {}
+        result = {"changed": False, "passed_candidate": 0 if passed else None, "gate_result": gate, "msg": gate,
+                  "attempts": [row], "live_touched": any(p.get("touched") for p in self.peers), "rollback": rollback,
+                  "lkg_unit": self.st.get("lkg", {}).get("unit", ""), "replica": self.st,
+                  "diffs": [self.st["diff"]] if self.st.get("diff") else []}
+        if passed:
+            return result
+        parts = ["No candidate passed the gate on %s (rank %d of %d)." % (s.get("host", "this host"), self.rank, self.nnodes),
+                 "[candidate 0 %s: %s: %s]" % (row["options"], row["class"], row["message"])]
+        parts.append(rollback_line(rollback) if rollback else "The live server was not touched.")
+        result["msg"] = " ".join(parts)
+        raise DeployFailed(result["msg"], result)

@@ -226,3 +226,39 @@ def candidate_chain(profile_fallbacks, host_chain, host_options=None):
             continue
         chain.append(cand)
     return chain
+
+
+# The one precedence of server options, lowest first (the role's deploy, playbooks/tune.yml and the inventory checks
+# all merge through merge_options).
+OPTION_LAYERS = ("profile", "sglang_options", "candidate", "managed")
+
+
+def merge_options(profile=None, host=None, candidate=None, managed=None):
+    """Server options as the engine gets them: the GPU profile's under the host's ``sglang_options``, those under
+    the candidate's own (a fallback), the options the role manages (address, port, model path, a replica's rank)
+    on top. Names are normalized first, so ``tp_size`` in one layer replaces ``tp-size`` in a lower one; two
+    spellings of one option within one layer are an error naming that layer."""
+    out = {}
+    for where, layer in zip(OPTION_LAYERS, (profile, host, candidate, managed)):
+        if layer is None:
+            continue
+        if not isinstance(layer, dict):
+            raise ProfileError("%s options must be a mapping {option: value}, got %s" % (where, type(layer).__name__))
+        seen = {}
+        for key, value in layer.items():
+            try:
+                name = normalize_name(key, where)
+            except OptionsError as exc:
+                raise ProfileError(str(exc))
+            if name in seen:
+                raise ProfileError("%s: option %r is given twice (as %r and %r)" % (where, name, seen[name], key))
+            seen[name] = key
+            out[name] = value
+    return out
+
+
+def option_sets(candidates, profile=None, host=None, managed=None):
+    """merge_options for each candidate of candidate_chain, in order."""
+    if not isinstance(candidates, (list, tuple)):
+        raise ProfileError("candidates must be a list of option mappings, got %s" % type(candidates).__name__)
+    return [merge_options(profile, host, cand, managed) for cand in candidates]

@@ -12,6 +12,11 @@ unit file's content, a JSON object ``{"name", "port", "behave"}`` where behave i
   incoherent  ready, but the canary fails (NaN or garbage answers).
 ``interrupt`` = (operation, n) raises KeyboardInterrupt at the n-th call (1-based) of that operation, before
 it acts, the way a SIGINT between two tasks would.
+
+``ranks(n)`` makes the hosts of an n-rank multi-node replica: they share ``net`` (one log of every rank's
+operations in order); rank 0's dist-init port answers while its unit runs (a server that exits during startup
+never listens), a rank >= 1 has joined while its unit and rank 0's run, and rank 0 is ready only when every
+rank joined, as the role's peer watch and SGLang's own start-up behave (tests/integration/test_replica_restart_hosts.py).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,8 +32,10 @@ def unit_text(name, behave="ok", port=30000):
 
 class FakeHost(object):
     def __init__(self, unit="sglang.service", env_file="/etc/sglang/sglang.env", env="HOME=/var/lib/sglang\n",
-                 lkg_dir="/etc/sglang/last-known-good", unit_dir="/etc/systemd/system", interrupt=None):
+                 lkg_dir="/etc/sglang/last-known-good", unit_dir="/etc/systemd/system", interrupt=None, net=None, rank=0):
         self.unit, self.env_file, self.env, self.lkg_dir, self.unit_dir = unit, env_file, env, lkg_dir, unit_dir
+        self.net, self.rank = net, rank
+        self.pid = 100
         self.files = {}
         self.units = {}          # name -> {"state": active|failed|activating|inactive, "started_from": unit text}
         self.starts = {}         # name -> number of starts
@@ -73,14 +80,18 @@ class FakeHost(object):
         if self.interrupt and self.interrupt[0] == name and self.interrupt[1] == self.calls[name]:
             raise KeyboardInterrupt()
         self.log.append((name, detail))
+        if self.net is not None:
+            self.net["log"].append((self.rank, name, detail))
         self.clock += 1
 
     def _start(self, unit):
         text = self.files["%s/%s" % (self.unit_dir, unit)]
         behave = json.loads(text)["behave"]
         self.starts[unit] = self.starts.get(unit, 0) + 1
+        self.pid += 1
         self.units[unit] = {"state": "failed" if behave == "fail_start" else
-                            ("activating" if behave == "timeout" else "active"), "started_from": text}
+                            ("activating" if behave == "timeout" else "active"), "started_from": text,
+                            "pid": 0 if behave == "fail_start" else self.pid}
 
     def inspect(self):
         self._op("inspect")
@@ -113,25 +124,29 @@ class FakeHost(object):
 
     check_mode = False
 
-    def restart(self, stop_unit):
-        self._op("restart", self.unit)
+    def restart(self, stop_unit, unit=None):
+        unit = unit or self.unit
+        self._op("restart", unit)
         since = self.clock
         if stop_unit:
             self.units.pop(stop_unit, None)
         # a port held by another running unit: the new server cannot bind it
-        port = json.loads(self.live())["port"]
+        port = json.loads(self.live(unit))["port"]
         for other, v in self.units.items():
-            if other != self.unit and v["state"] == "active" and json.loads(v["started_from"])["port"] == port:
-                self._start(self.unit)
-                self.units[self.unit]["state"] = "failed"
+            if other != unit and v["state"] == "active" and json.loads(v["started_from"])["port"] == port:
+                self._start(unit)
+                self.units[unit]["state"] = "failed"
                 return since
-        self._start(self.unit)
+        self._start(unit)
         return since
 
     def wait_ready(self, unit, health_url, since, timeout):
         self._op("wait_ready", unit)
         self.mono += 7.0
         state = self.units.get(unit, {}).get("state", "inactive")
+        if state == "active" and self.net is not None and not all(
+                h.units.get(h.unit, {}).get("state") == "active" for h in self.net["hosts"]):
+            return {"state": "timeout", "evidence": "waiting for every rank to join"}
         if state == "active":
             return {"state": "ready"}
         if state == "activating":
@@ -164,7 +179,7 @@ class FakeHost(object):
                 changed.append(path)
         return changed
 
-    def restore(self, lkg):
+    def restore(self, lkg, restart=True):
         self._op("restore", lkg["unit"])
         since = self.clock
         if self.unit != lkg["unit"]:
@@ -174,7 +189,8 @@ class FakeHost(object):
                     self.files.pop(path, None)
         self.files[lkg["unit_path"]] = lkg["unit_b64"]
         self.files[lkg["env_file"]] = lkg["env_b64"]
-        self._start(lkg["unit"])
+        if restart:
+            self._start(lkg["unit"])
         return since
 
     def stop(self, unit):
@@ -184,5 +200,41 @@ class FakeHost(object):
     def monotonic(self):
         return self.mono
 
+    def sleep(self, seconds):
+        self.mono += seconds
+
+    def reload(self):
+        self._op("reload")
+
+    def unit_state(self, unit):
+        self._op("unit_state", unit)
+        u = self.units.get(unit, {})
+        return u.get("state", "inactive"), u.get("pid", 0)
+
+    def _head_runs(self):
+        head = self.net["hosts"][0]
+        return any(v["state"] in ("active", "activating") for v in head.units.values())
+
+    def wait_port(self, address, port, timeout):
+        self._op("wait_port", "%s:%d" % (address, port))
+        if not self._head_runs():
+            self.mono += timeout
+            return False
+        return True
+
+    def rank_state(self, unit, state_file):
+        self._op("rank_state", unit)
+        u = self.units.get(unit, {})
+        joined = u.get("state") == "active" and self._head_runs()
+        return {"active": u.get("state", "inactive"), "pid": u.get("pid", 0),
+                "replica": {"all_joined": joined, "pid": u.get("pid", 0)} if u else None}
+
     def say(self, line):
         self.lines.append(line)
+
+
+def ranks(n, **kwargs):
+    """The hosts of an n-rank replica, sharing one network and one log."""
+    net = {"log": [], "hosts": []}
+    net["hosts"] = [FakeHost(net=net, rank=r, **kwargs) for r in range(n)]
+    return net["hosts"]

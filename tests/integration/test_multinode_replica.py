@@ -10,7 +10,8 @@ tests/fixtures/sglang-venv.sh, put on the venv's path), each rank's argv validat
 host before any restart, the gate through rank 0 (readiness, canary), the replica rolled as one unit.
 
 Cases, in order on the same two hosts: first deploy (rank 0 started first, rank 1 joins, rank 0 serves) ->
-kill -9 rank 1: both ranks restart and the replica serves again (times printed) -> a roll of a changed option.
+kill -9 rank 1: both ranks restart and the replica serves again (times printed) -> a roll of a changed option ->
+a configuration whose canary fails: every rank rolled back to last-known-good, in order.
 ``python tests/integration/test_multinode_replica.py`` runs the cases and prints the figures.
 """
 
@@ -34,9 +35,9 @@ from test_replica_restart_hosts import data_plane, ssh  # noqa: E402  (shared wi
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
-SITE = os.path.join(ROOT, ".cache", "sglang-venv", "lib", "python3.11", "site-packages")
+SITE = os.path.join(os.environ.get("SGLANG_VENV") or os.path.join(ROOT, ".cache", "sglang-venv"), "lib", "python3.11", "site-packages")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
-ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="im")
+ENV = dict(os.environ, GPUHOST_TESTHOST_TAG=os.environ.get("GPUHOST_TESTHOST_TAG", "im"))
 NAMES = ["mnr0", "mnr1"]
 
 # ~15 min on the loaded 2-core machine (three deploys): past the CI budget; the CI-sized restart-together test is
@@ -46,6 +47,8 @@ pytestmark = [pytest.mark.testhosts, pytest.mark.sglang, pytest.mark.long]
 if not (os.path.isdir(os.path.join(SITE, "sglang")) and os.path.isfile(os.path.join(MODELS, "good", "config.json"))):
     pytestmark.append(pytest.mark.skip(reason="fixtures missing: tests/fixtures/sglang-venv.sh and tinymodel.sh"))
 
+# The engine venv of this version (the role's default sglang_venv, one venv per engine version)
+VENV = "/opt/sglang/venv-sglang-0.5.23"
 # The engine as pre-staged: the role's install request for it, so the role finds it installed (tasks/install.yml)
 STAMP = {"packages": ["sglang==0.5.23"], "requirements": "", "requirements_sha1": "", "extra_args": []}
 
@@ -87,13 +90,16 @@ def stage_engine(host):
     from probes import DEFAULT_PROBES  # pylint: disable=import-outside-toplevel
     answers = dict((p["prompt"], " " + p["expect"] + ".") for p in DEFAULT_PROBES)
     answers.update((p["question"], p["expect"] + ".") for p in DEFAULT_PROBES)
+    # the same prompts answered wrong: a configuration that points the stand-in here fails the canary
+    wrong = json.dumps(dict((k, " Nope.") for k in answers))
     answers = json.dumps(answers)
-    ssh(host, "set -e; apt-get install -y -qq python3-venv >/dev/null 2>&1 || true; python3 -m venv /opt/sglang/venv; "
-              "echo /opt/sglang-site > /opt/sglang/venv/lib/python3.11/site-packages/zz-sglang-0.5.23.pth; "
-              "/opt/sglang/venv/bin/pip install -q --no-index --find-links /opt/wheelhouse uvicorn fastapi; "
-              "echo '%s' > /opt/sglang/venv/.gpuhost-install.json; mkdir -p /etc/sglang; "
-              "echo '%s' > /etc/sglang/standin-answers.json; chmod 0644 /etc/sglang/standin-answers.json"
-        % (json.dumps(STAMP), answers.replace("'", "")))
+    ssh(host, "set -e; apt-get install -y -qq python3-venv >/dev/null 2>&1 || true; python3 -m venv %(v)s; "
+              "echo /opt/sglang-site > %(v)s/lib/python3.11/site-packages/zz-sglang-0.5.23.pth; "
+              "%(v)s/bin/pip install -q --no-index --find-links /opt/wheelhouse uvicorn fastapi; "
+              "echo '%(stamp)s' > %(v)s/.gpuhost-install.json; mkdir -p /etc/sglang; "
+              "echo '%(answers)s' > /etc/sglang/standin-answers.json; echo '%(wrong)s' > /etc/sglang/standin-wrong.json; "
+              "chmod 0644 /etc/sglang/standin-answers.json /etc/sglang/standin-wrong.json"
+        % {"v": VENV, "stamp": json.dumps(STAMP), "answers": answers.replace("'", ""), "wrong": wrong.replace("'", "")})
 
 
 DATA_PLANE = ["10.233.7.1", "10.233.7.2"]
@@ -217,6 +223,24 @@ def roll_changed_option(replica):
     return {"roll_s": round(secs, 1), "plan": plan[:2]}
 
 
+def canary_failure_rolls_back(replica):
+    """A configuration whose canary fails on rank 0: every rank gets last-known-good back (the previous roll's
+    configuration), restarted in the same order, proven through rank 0."""
+    hosts, inventory = replica
+    before = [argv(h) for h in hosts]
+    rc, out, secs = deploy(inventory, {"sglang_options": {"tp-size": 2, "max-running-requests": 32},
+                                       "sglang_environment": {"GPUHOST_STANDIN_ANSWERS": "/etc/sglang/standin-wrong.json",
+                                                              "GPUHOST_STANDIN_COLLECTIVE_TIMEOUT": "600"}})
+    text = " ".join(out.split())
+    assert rc != 0, out[-4000:]
+    assert "incoherent" in text and "Rolled back to last-known-good sglang.service at http://127.0.0.1:30000: ready, canary passed." in text, out[-4000:]
+    after = [unit(h) for h in hosts]
+    assert all(a["ActiveState"] == "active" for a in after) and [argv(h) for h in hosts] == before
+    assert int(after[0]["ExecMainStartTimestampMonotonic"]) < int(after[1]["ExecMainStartTimestampMonotonic"])
+    assert "standin-wrong" not in ssh(hosts[0], "cat /etc/sglang/sglang.env") and models(hosts[0]) == "/var/lib/sglang/models/tiny"
+    return {"failed_deploy_with_rollback_s": round(secs, 1)}
+
+
 def test_replica_deploys_in_rank_order(replica):
     print(first_deploy(replica))
 
@@ -229,12 +253,16 @@ def test_roll_of_a_changed_option(replica):
     print(roll_changed_option(replica))
 
 
+def test_a_failing_canary_rolls_every_rank_back(replica):
+    print(canary_failure_rolls_back(replica))
+
+
 if __name__ == "__main__":
     import tempfile
     destroy_hosts()
     rep = create_hosts(tempfile.mkdtemp(prefix="mn-"))
     try:
-        for case in (first_deploy, kill_rank_1, roll_changed_option):
+        for case in (first_deploy, kill_rank_1, roll_changed_option, canary_failure_rolls_back):
             print(case.__name__, json.dumps(case(rep)), flush=True)
     finally:
         if os.environ.get("KEEP") != "1":

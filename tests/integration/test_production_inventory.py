@@ -26,7 +26,7 @@ from ansible_collections.gpuhost.sglang.tests import harness
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.dirname(sys.executable)
-SGLANG_PY = os.path.join(ROOT, ".cache", "sglang-venv", "bin", "python")
+SGLANG_PY = os.path.join(os.environ.get("SGLANG_VENV") or os.path.join(ROOT, ".cache", "sglang-venv"), "bin", "python")
 ENV = harness.ansible_env()
 INVENTORIES = ["inventories/production", "inventories/sandbox"]
 

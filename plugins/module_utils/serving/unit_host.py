@@ -120,14 +120,13 @@ def inspect(root, run, unit, unit_dir, env_file, lkg_dir):
         if missing:
             damaged = "%s/meta.json lacks %s: treated as no last-known-good" % (lkg_dir, ", ".join(missing))
             meta = {}
-    active, pid = unit_state(run, unit)
+    active = unit_state(run, unit)[0]
     live_unit = read_text(root, os.path.join(unit_dir, unit))
     live_env = read_text(root, env_file)
     # whether the live files are last-known-good's (the environment file is compared here: it holds secrets)
     same = bool(meta) and meta.get("unit") == unit and live_unit is not None and b64(live_unit) == meta["unit_b64"] \
         and live_env is not None and b64(live_env) == meta["env_b64"]
-    return {"lkg": meta, "lkg_problem": damaged, "active": active, "pid": pid, "clock": int(time.time()),
-            "unit_exists": live_unit is not None, "live_is_lkg": same}
+    return {"lkg": meta, "lkg_problem": damaged, "active": active, "clock": int(time.time()), "live_is_lkg": same}
 
 
 def b64(text):
@@ -237,9 +236,10 @@ def prune_venvs(root, install_dir, keep_venv, check_mode):
     return changed
 
 
-def restore(root, run, lkg, unit, unit_dir, env_file, check_mode):
-    """Put last-known-good back exactly as recorded and restart it. A candidate unit of another name is stopped
-    and its files removed. Returns the host clock before the restart."""
+def restore(root, run, lkg, unit, unit_dir, env_file, check_mode, restart_it=True):
+    """Put last-known-good back exactly as recorded and restart it (unless ``restart_it`` is off: a replica's
+    ranks restart in order, phase by phase). A candidate unit of another name is stopped and its files removed.
+    Returns the host clock before the restart."""
     if unit != lkg["unit"]:
         if not check_mode:
             stop(run, unit, disable=True)
@@ -248,6 +248,20 @@ def restore(root, run, lkg, unit, unit_dir, env_file, check_mode):
                 remove_path(root, path, check_mode)
     ensure_file(root, lkg["unit_path"], unb64(lkg["unit_b64"]), 0o644, check_mode)
     ensure_file(root, lkg["env_file"], unb64(lkg["env_b64"]), 0o600, check_mode)
-    if check_mode:
+    if check_mode or not restart_it:
         return int(time.time())
     return restart(run, lkg["unit"])
+
+
+def rank_state(root, run, unit, state_file):
+    """A unit's ActiveState and MainPID, and a replica rank's peer-watch state file (None when absent or not
+    JSON): what decides whether the rank joined its replica (plugins/plugin_utils/deploy.py rank_joined)."""
+    active, pid = unit_state(run, unit)
+    out = {"active": active, "pid": pid, "replica": None}
+    if state_file:
+        text = read_text(root, state_file)
+        try:
+            out["replica"] = json.loads(text) if text else None
+        except ValueError:
+            out["replica"] = None
+    return out

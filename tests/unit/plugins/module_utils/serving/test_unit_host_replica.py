@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The host side of the deploy transaction (plugins/module_utils/serving/unit_host.py) in a scratch root with a
+recorded systemctl: a replica rank's state (the unit's MainPID beside the peer watch's file) and a restore that
+leaves the restart to the replica's ordered phases."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import unit_host
+
+
+class Systemctl(object):
+    def __init__(self, show="ActiveState=active\nMainPID=4242\n"):
+        self.calls, self.show = [], show
+
+    def __call__(self, argv):
+        self.calls.append(argv[1:])
+        return 0, self.show if argv[1] == "show" else "", ""
+
+
+@pytest.mark.parametrize("content,expect", [
+    (json.dumps({"all_joined": True, "pid": 4242}), {"all_joined": True, "pid": 4242}),
+    ("{torn", None),
+    (None, None),
+])
+def test_rank_state_reads_the_unit_and_the_peer_watch(tmp_path, content, expect):
+    root = str(tmp_path)
+    if content is not None:
+        os.makedirs(os.path.join(root, "var/lib/sglang"))
+        with open(os.path.join(root, "var/lib/sglang/replica.json"), "w") as fh:
+            fh.write(content)
+    out = unit_host.rank_state(root, Systemctl(), "sglang.service", "/var/lib/sglang/replica.json")
+    assert out == {"active": "active", "pid": 4242, "replica": expect}
+
+
+def test_inspect_says_what_the_transaction_reads_and_no_more(tmp_path):
+    out = unit_host.inspect(str(tmp_path), Systemctl(), "sglang.service", "/etc/systemd/system", "/etc/sglang/sglang.env",
+                            "/etc/sglang/last-known-good")
+    assert sorted(out) == ["active", "clock", "live_is_lkg", "lkg", "lkg_problem"]
+
+
+@pytest.mark.parametrize("restart_it", [True, False])
+def test_restore_writes_the_record_back_and_restarts_only_when_asked(tmp_path, restart_it):
+    root, run = str(tmp_path), Systemctl()
+    lkg = {"unit": "sglang.service", "unit_path": "/etc/systemd/system/sglang.service", "env_file": "/etc/sglang/sglang.env",
+           "unit_b64": unit_host.b64("[Service]\nExecStart=old\n"), "env_b64": unit_host.b64("A=1\n")}
+    unit_host.restore(root, run, lkg, "sglang.service", "/etc/systemd/system", "/etc/sglang/sglang.env", False, restart_it)
+    assert unit_host.read_text(root, "/etc/systemd/system/sglang.service") == "[Service]\nExecStart=old\n"
+    assert unit_host.read_text(root, "/etc/sglang/sglang.env") == "A=1\n"
+    assert (["restart", "--no-block", "sglang.service"] in run.calls) is restart_it
