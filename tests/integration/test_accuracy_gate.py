@@ -63,3 +63,34 @@ def test_a_server_that_fails_is_an_accuracy_error(lkg):
     with fake_server("http_5xx") as (url, dummy):
         g = A.gate(url, lkg, ["score"], concurrency=16)
     assert not g["passed"] and g["class"] == "accuracy_error" and "528 of 528 requests failed" in g["message"]
+
+
+def test_module_measures_lkg_then_gates_candidates(tmp_path):
+    """serving_accuracy as Ansible runs it: measure on the base, then a candidate of each kind."""
+    from ansible_collections.gpuhost.sglang.tests import harness  # pylint: disable=import-outside-toplevel
+    lkg_file = str(tmp_path / "lkg.json")
+    with fake_server("ok") as (url, dummy):
+        res = harness.run_module("serving_accuracy", {"action": "measure", "base_url": url, "lkg_file": lkg_file,
+                                                      "checks": ["score", "greedy"], "limit": 110}, tmp_path=tmp_path)
+    assert res.rc == 0 and res["measured"]["requests"] == 110 + 2 * 48, res
+    with fake_server("ok", "--accuracy", "0.8") as (url, dummy):
+        bad = harness.run_module("serving_accuracy", {"action": "gate", "base_url": url, "lkg_file": lkg_file,
+                                                      "delta": {"kv-cache-dtype": "fp8_e4m3"}}, tmp_path=tmp_path)
+        soft = harness.run_module("serving_accuracy", {"action": "gate", "base_url": url, "lkg_file": lkg_file,
+                                                       "delta": {"kv-cache-dtype": "fp8_e4m3"}, "fail_on_gate": False},
+                                  tmp_path=tmp_path)
+        sched = harness.run_module("serving_accuracy", {"action": "gate", "base_url": url, "lkg_file": lkg_file,
+                                                        "delta": {"max-running-requests": 8}}, tmp_path=tmp_path)
+    assert bad.rc != 0 and bad["class"] == "accuracy_drop" and "vs last-known-good 1.000 (110/110)" in bad["msg"]
+    assert soft.rc == 0 and soft["passed"] is False and soft["checks"]["score"]["lkg_score"] == 1.0
+    # changed answers change the greedy prompts' outputs too (they are task prompts): a scheduling candidate fails
+    assert sched.rc != 0 and sched["class"] == "greedy_divergence" and sched["checks"]["greedy"]["reference"] == 1.0
+    with fake_server("ok", "--drift", "0.0") as (url, dummy):
+        same = harness.run_module("serving_accuracy", {"action": "gate", "base_url": url, "lkg_file": lkg_file,
+                                                       "checks": "auto", "delta": {"max-running-requests": 8}},
+                                  tmp_path=tmp_path)
+    assert same.rc == 0 and same["passed"] and same["requests"] == 48
+    missing = harness.run_module("serving_accuracy", {"action": "gate", "base_url": "http://127.0.0.1:9",
+                                                      "lkg_file": str(tmp_path / "none.json"),
+                                                      "checks": ["score"]}, tmp_path=tmp_path)
+    assert missing.rc != 0 and "measure last-known-good first" in missing["msg"]

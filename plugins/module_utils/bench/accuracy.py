@@ -456,3 +456,75 @@ def gate(base_url, lkg, checks, model=None, api="completions", concurrency=16, a
     return {"passed": not failed, "class": verdicts[failed[0]]["class"] if failed else "ok",
             "message": "; ".join("%s %s" % (n, verdicts[n]["message"]) for n in checks) or "no accuracy check needed",
             "checks": verdicts, "measured": measured, "requests": requests, "seconds": round(seconds, 3)}
+
+
+# -- the serving_accuracy module's steps (tested here, the module only parses arguments) ---------------------------
+
+def compact(verdict):
+    """A gate() result without the per-item arrays: what a task result, a campaign row and a report carry."""
+    out = dict((k, verdict.get(k)) for k in ("passed", "class", "message", "requests", "seconds"))
+    out["checks"] = {}
+    for name, v in (verdict.get("checks") or {}).items():
+        if name == "score":
+            keep = ("passed", "candidate_score", "lkg_score", "drop", "n", "lkg_only", "candidate_only", "p_value",
+                    "interval", "alpha", "margin")
+        else:
+            keep = ("passed", "value", "reference", "threshold", "metric", "margin")
+        out["checks"][name] = dict((k, v.get(k)) for k in keep)
+        if name == "greedy":
+            out["checks"][name]["identical"] = v["agreement"]["identical"]
+            out["checks"][name]["n"] = v["agreement"]["n"]
+    return out
+
+
+def measure_summary(lkg):
+    """What measure_lkg measured, without the per-item arrays."""
+    out = {}
+    for name, m in lkg.items():
+        out[name] = dict((k, m.get(k)) for k in ("score", "correct_n", "n", "by_kind", "requests", "seconds", "errors",
+                                                 "model", "order_seed") if k in m)
+    out["requests"] = sum(m.get("requests", 0) for m in lkg.values())
+    out["seconds"] = round(sum(m.get("seconds", 0.0) for m in lkg.values()), 3)
+    return out
+
+
+def resolve_checks(checks, delta):
+    """``checks``: a list of CHECKS, or ``auto`` (from the changed options, :func:`checks_for`)."""
+    if checks == "auto" or checks == ["auto"]:
+        return checks_for(delta or {})
+    if not isinstance(checks, list) or any(c not in CHECKS for c in checks):
+        raise AccuracyError("checks: %r is not auto or a list of: %s" % (checks, ", ".join(CHECKS)))
+    return list(checks)
+
+
+def run_module(p, write_json, read_json, client=bench_client):
+    """O(action=measure): last-known-good's measurements into O(lkg_file); O(action=gate): the candidate at
+    O(base_url) against them. ``write_json(path, obj)``/``read_json(path)`` do the file I/O. Returns
+    (result dict, failed, msg)."""
+    checks = resolve_checks(p["checks"], p.get("delta"))
+    common = dict(model=p.get("model"), api=p["api"], concurrency=p["concurrency"], api_key=p.get("api_key"),
+                  timeout=p["timeout"], client=client)
+    if p["action"] == "measure":
+        lkg = measure_lkg(p["base_url"], checks=checks, limit=p.get("limit"), greedy_n=p["greedy_prompts"], **common)
+        write_json(p["lkg_file"], dict(lkg, taskset=TASKSET_ID, checks=checks))
+        res = {"changed": True, "checks": checks, "lkg_file": p["lkg_file"], "measured": measure_summary(lkg)}
+        return res, False, "measured %s on last-known-good: %d requests in %.1f s" % (
+            ", ".join(checks) or "nothing", res["measured"]["requests"], res["measured"]["seconds"])
+    if not checks:
+        return {"changed": False, "passed": True, "class": "ok", "checks": {}, "requests": 0, "seconds": 0.0,
+                "message": "no accuracy check needed for these options"}, False, "no accuracy check needed"
+    try:
+        lkg = read_json(p["lkg_file"])
+    except (OSError, ValueError) as e:
+        raise AccuracyError("lkg_file: %s cannot be read (%s); measure last-known-good first (action=measure)" % (
+            p["lkg_file"], e))
+    missing = [c for c in checks if c not in (lkg.get("checks") or [])]
+    if missing:
+        raise AccuracyError("lkg_file: %s has no %s measurement (it has %s); measure last-known-good with checks %s" % (
+            p["lkg_file"], ", ".join(missing), ", ".join(lkg.get("checks") or []) or "none", checks))
+    g = gate(p["base_url"], lkg, checks, alpha=p["alpha"], margin=p["margin"], greedy_margin=p["greedy_margin"],
+             greedy_metric=p["greedy_metric"], **common)
+    out = compact(g)
+    out["changed"] = False
+    failed = not g["passed"] and p["fail_on_gate"]
+    return out, failed, ("accuracy gate %s: %s" % ("FAILED" if not g["passed"] else "passed", g["message"]))
