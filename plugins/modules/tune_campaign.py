@@ -22,7 +22,7 @@ description:
     C(ruled_out) (crash memory: a failed row's class rules it out; the row is recorded with the row that ruled it
     out) or C(budget) (the campaign's C(time_budget_s) is spent)."
   - "O(action=record): appends the candidate's result row (status C(ok), C(rejected), C(startup_failed),
-    C(incoherent), C(bench_failed), C(slo_violation), C(error)) with its evidence to the append-only state."
+    C(incoherent), C(inaccurate), C(bench_failed), C(slo_violation), C(error)) with its evidence to the append-only state."
   - "O(action=report): decides (the winner beats the base by more than max(min_improvement, measured noise) and
     regresses no gate metric) and writes C(results.md), C(results.csv), C(results.json), C(pareto.png) and
     C(winner.yml) (the winner's inventory snippet)."
@@ -75,6 +75,12 @@ options:
     elements: dict
   parser:
     description: The M(gpuhost.sglang.server_args) result, for C(rejected).
+    type: dict
+  accuracy:
+    description:
+      - The M(gpuhost.sglang.serving_accuracy) result of the candidate (C(action=gate)) or of the base
+        (C(action=measure)), for C(benched). A candidate whose gate failed gets status C(inaccurate) and is never
+        the winner; the table, CSV and plot show it beside the throughput.
     type: dict
   note:
     description: Free text kept with the row (the failed task's message).
@@ -232,7 +238,7 @@ def run(p, check_mode):
     if existing:
         return {"changed": False, "row": existing, "msg": "candidate %d already has a row (kept)" % cand["index"]}
     row = tune_decide.row_from(cand, p["stage"], plan["objective"], failure=p["failure"], levels=p["levels"],
-                               parser=p["parser"], message=p["note"])
+                               parser=p["parser"], message=p["note"], accuracy=p.get("accuracy"))
     row["duration_s"] = round(p["duration_s"], 1)
     return {"changed": True, "row": st.append("row", **row)}
 
@@ -251,6 +257,7 @@ def main():
             failure=dict(type="dict"),
             levels=dict(type="list", elements="dict"),
             parser=dict(type="dict"),
+            accuracy=dict(type="dict"),
             note=dict(type="str", default=""),
             duration_s=dict(type="float", default=0),
             plots=dict(type="bool", default=True),

@@ -20,7 +20,8 @@ import time
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import memory
 
-TERMINAL = ("ok", "rejected", "ruled_out", "incoherent", "slo_violation", "bench_failed", "startup_failed", "error")
+TERMINAL = ("ok", "rejected", "ruled_out", "incoherent", "inaccurate", "slo_violation", "bench_failed", "startup_failed",
+            "error")
 
 
 def state_path(state_dir, name):
