@@ -37,7 +37,7 @@ LATENCY_METRICS = tuple(m for m in GATE_METRICS if "_ms." in m)
 TOP_KEYS = ("name", "base", "space", "strategy", "max_candidates", "time_budget_s", "workload", "objective", "adopt",
             "crash_rules", "description", "accuracy")
 ACCURACY_KEYS = ("enabled", "checks", "alpha", "margin", "greedy_margin", "greedy_metric", "limit", "greedy_prompts",
-                 "concurrency")
+                 "concurrency", "api")
 
 
 def _int(doc, key, path, default, low=1):
@@ -145,13 +145,20 @@ def _accuracy(doc):
     metric = doc.get("greedy_metric", "identical")
     if metric not in bench_accuracy.GREEDY_METRICS:
         raise CampaignError("accuracy.greedy_metric", metric, "one of %s" % ", ".join(bench_accuracy.GREEDY_METRICS))
-    out = {"enabled": doc.get("enabled", False), "checks": checks, "greedy_metric": metric,
+    api = doc.get("api", "completions")
+    if api not in APIS:
+        raise CampaignError("accuracy.api", api, "one of %s (completions: the task prompts as they are, no chat template "
+                            "and no reasoning before the answer)" % ", ".join(APIS))
+    out = {"enabled": doc.get("enabled", False), "checks": checks, "greedy_metric": metric, "api": api,
            "alpha": _num(doc.get("alpha", bench_accuracy.DEFAULT_ALPHA), "accuracy.alpha", low=1e-9),
            "margin": _num(doc.get("margin", bench_accuracy.DEFAULT_MARGIN), "accuracy.margin"),
            "greedy_margin": _num(doc.get("greedy_margin", bench_accuracy.DEFAULT_GREEDY_MARGIN), "accuracy.greedy_margin"),
            "limit": _int(doc, "limit", "accuracy.limit", len(bench_accuracy.load_tasks())),
            "greedy_prompts": _int(doc, "greedy_prompts", "accuracy.greedy_prompts", bench_accuracy.GREEDY_PROMPTS),
            "concurrency": _int(doc, "concurrency", "accuracy.concurrency", 16)}
+    if out["limit"] > len(bench_accuracy.load_tasks()):
+        raise CampaignError("accuracy.limit", out["limit"], "an int from 1 to %d (the task set's size)"
+                            % len(bench_accuracy.load_tasks()))
     for k in ("alpha", "margin", "greedy_margin"):
         if out[k] >= 1:
             raise CampaignError("accuracy.%s" % k, doc[k], "a number in [0, 1)")

@@ -111,3 +111,28 @@ def test_plot_crosses_out_accuracy_failures(tmp_path, monkeypatch):
         self, text, *a, **k))
     assert report.plot(plan, rows, str(tmp_path / "p.png"))
     assert "1 acc FAIL" in seen and "2" in seen
+
+
+def test_glm5_campaign_gates_fp8_kv_and_backends_on_the_score():
+    """campaigns/glm5-nvfp4-sm120.yml: every attention pair (FP8 KV or a backend change) gets the exact-match score,
+    CUDA graphs, memory and batch caps get greedy equivalence."""
+    import os  # pylint: disable=import-outside-toplevel
+    import yaml  # pylint: disable=import-outside-toplevel
+    path = os.path.join(os.path.dirname(tc.__file__), "..", "..", "..", "campaigns", "glm5-nvfp4-sm120.yml")
+    with open(path) as f:
+        plan = tc.load(yaml.safe_load(f), {"kv-cache-dtype": "fp8_e4m3", "mem-fraction-static": 0.88})
+    assert plan["accuracy"]["enabled"] and plan["accuracy"]["api"] == "completions"
+    by_check = {}
+    for cand in plan["candidates"][1:]:
+        for k in cand["delta"]:
+            by_check.setdefault(k, set()).update(cand["accuracy_checks"])
+    assert cand["accuracy_checks"]  # every candidate is gated
+    for k in ("kv-cache-dtype", "dsa-decode-backend", "dsa-prefill-backend"):
+        assert by_check[k] == {"score"}, k
+    for cand in plan["candidates"][1:]:
+        if set(cand["delta"]) <= {"cuda-graph-backend-decode", "cuda-graph-backend-prefill", "mem-fraction-static",
+                                  "cuda-graph-max-bs-decode", "max-running-requests"}:
+            assert cand["accuracy_checks"] == ["greedy"], cand["name"]
+        else:
+            assert cand["accuracy_checks"] == ["score"], cand["name"]
+    assert plan["accuracy"]["lkg_checks"] == ["score", "greedy"]
