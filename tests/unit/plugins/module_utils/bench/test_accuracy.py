@@ -285,3 +285,45 @@ def test_failed_requests_count_wrong_and_most_failing_is_an_error():
     assert not g["passed"] and g["class"] == "accuracy_error"
     with pytest.raises(A.AccuracyError, match="checks: .'speed'. are not checks; allowed: score, greedy"):
         A.gate("http://x", {}, ["speed"], client=some)
+
+
+def _params(**kw):
+    p = {"action": "measure", "base_url": "http://x", "lkg_file": "/lkg.json", "checks": "auto", "delta": {},
+         "model": None, "api": "completions", "api_key": None, "concurrency": 4, "limit": 22, "greedy_prompts": 11,
+         "alpha": 0.05, "margin": 0.0, "greedy_margin": 0.1, "greedy_metric": "identical", "timeout": 10.0,
+         "fail_on_gate": True}
+    p.update(kw)
+    return p
+
+
+def test_run_module_measure_then_gate_with_compact_results():
+    files = {}
+    right = Client(lambda p: " " + ANSWER[p])
+    res, failed, msg = A.run_module(_params(checks=["score", "greedy"]), files.__setitem__, files.__getitem__, right)
+    assert not failed and res["measured"]["requests"] == 22 + 2 * 11 and files["/lkg.json"]["checks"] == ["score", "greedy"]
+    assert msg.startswith("measured score, greedy on last-known-good: 44 requests")
+    wrong = Client(lambda p: " 0")
+    res, failed, msg = A.run_module(_params(action="gate", delta={"quantization": "fp8"}), files.__setitem__,
+                                    files.__getitem__, wrong)
+    assert failed and res["class"] == "accuracy_drop" and "ids" not in str(res["checks"])
+    assert res["checks"]["score"]["candidate_score"] == 0.0 and res["checks"]["score"]["lkg_score"] == 1.0
+    res, failed, dummy = A.run_module(_params(action="gate", delta={"quantization": "fp8"}, fail_on_gate=False),
+                                      files.__setitem__, files.__getitem__, wrong)
+    assert not failed and res["passed"] is False
+    res, failed, dummy = A.run_module(_params(action="gate", delta={"max-running-requests": 8}), files.__setitem__,
+                                      files.__getitem__, right)
+    assert not failed and res["passed"] and res["checks"]["greedy"]["identical"] == 11
+    res, failed, msg = A.run_module(_params(action="gate", delta={}), files.__setitem__, files.__getitem__, right)
+    assert not failed and res["requests"] == 0 and msg == "no accuracy check needed"
+
+
+def test_run_module_missing_reference_is_named():
+    def missing(path):
+        raise OSError("no such file")
+    with pytest.raises(A.AccuracyError, match="lkg_file: /lkg.json cannot be read .no such file.; measure"):
+        A.run_module(_params(action="gate", checks=["score"]), None, missing, Client(lambda p: ""))
+    with pytest.raises(A.AccuracyError, match="has no greedy measurement .it has score."):
+        A.run_module(_params(action="gate", checks=["greedy"]), None, lambda p: {"checks": ["score"]},
+                     Client(lambda p: ""))
+    with pytest.raises(A.AccuracyError, match="checks: 'all' is not auto or a list of: score, greedy"):
+        A.run_module(_params(checks="all"), None, None, Client(lambda p: ""))
