@@ -82,9 +82,10 @@ def ordered_rows(candidates, rows):
 
 def markdown(plan, rows, decision):
     concs = plan["workload"]["concurrency"]
+    acc_on = bool((plan.get("accuracy") or {}).get("enabled"))
     head = ("| # | candidate | status |" + "".join(" c=%d tok/s | c=%d TTFT p99 | c=%d TPOT p50 |" % (c, c, c)
-                                                  for c in concs) + " accuracy | note |")
-    sep = "|" + "---|" * (5 + 3 * len(concs))
+                                                  for c in concs) + (" accuracy |" if acc_on else "") + " note |")
+    sep = "|" + "---|" * (4 + acc_on + 3 * len(concs))
     lines = ["# Campaign %s" % plan["name"], "",
              "Strategy %s, %d candidates (+ base), objective %s%s%s." % (
                  plan["strategy"], len(plan["candidates"]) - 1, plan["objective"]["metric"],
@@ -101,21 +102,23 @@ def markdown(plan, rows, decision):
             lv = by.get(c, {})
             cells += [_f(lv.get("output_throughput")), _f(lv.get("ttft_ms.p99")), _f(lv.get("tpot_ms.p50"), 2)]
         status = row["status"] + ((" (%s)" % row["class"]) if row.get("class") and row["class"] != row["status"] else "")
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (
-            row["index"], row["name"] or "base", status, " | ".join(cells), accuracy_cell(row),
+        if acc_on:
+            cells.append(accuracy_cell(row))
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            row["index"], row["name"] or "base", status, " | ".join(cells),
             _note(row, decision["judgements"].get(row["id"]), decision)))
     pending = [c for c in plan["candidates"] if c["id"] not in rows]
     if pending:
         lines += ["", "Not run (yet): " + ", ".join("%d %s" % (c["index"], c["name"]) for c in pending)]
     if plan.get("left_out"):
         lines += ["", "%d more candidates left out by max_candidates=%d." % (plan["left_out"], plan["max_candidates"])]
-    lines += ["", _accuracy_line(plan.get("accuracy")), "", "Decision: " + decision["reason"]]
+    if acc_on:
+        lines += ["", _accuracy_line(plan["accuracy"])]
+    lines += ["", "Decision: " + decision["reason"]]
     return lines
 
 
 def _accuracy_line(acc):
-    if not acc or not acc.get("enabled"):
-        return "Accuracy gate: off."
     return ("Accuracy gate: candidate/last-known-good; score = exact-match on %d task items, fails when one-sided "
             "McNemar mid-p < %g%s; greedy = identical outputs on %d prompts, fails below last-known-good's agreement "
             "with itself - %g.") % (acc["limit"], acc["alpha"], (" and the drop > %g" % acc["margin"]) if acc["margin"] else "",
