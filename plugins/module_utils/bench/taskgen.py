@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import random
 import sys
 
@@ -135,7 +136,6 @@ def render(items, seed=SEED, per_kind=PER_KIND):
 
 
 def main(argv):
-    import os  # pylint: disable=import-outside-toplevel
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "taskset.py")
     text = render(generate())
     if argv[1:] == ["--write"]:
