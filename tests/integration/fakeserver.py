@@ -88,6 +88,7 @@ def _share(text):
     """A stable number in [0, 1) for ``text`` (crc32, the same in every process)."""
     return zlib.crc32(text.encode("utf-8")) / float(1 << 32)
 
+
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
          "quebec romeo sierra tango uniform victor whiskey xray yankee zulu river stone cloud amber north "
          "garden window copper silver market bridge planet signal orange violet winter summer").split()

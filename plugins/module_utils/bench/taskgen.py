@@ -142,10 +142,9 @@ def main(argv):
         with open(path, "w") as f:
             f.write(text)
         sys.stdout.write("wrote %s (%d items)\n" % (path, len(generate())))
-        return 0
-    sys.stdout.write(text)
-    return 0
+    else:
+        sys.stdout.write(text)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    main(sys.argv)

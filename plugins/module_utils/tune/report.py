@@ -83,8 +83,8 @@ def ordered_rows(candidates, rows):
 def markdown(plan, rows, decision):
     concs = plan["workload"]["concurrency"]
     acc_on = bool((plan.get("accuracy") or {}).get("enabled"))
-    head = ("| # | candidate | status |" + "".join(" c=%d tok/s | c=%d TTFT p99 | c=%d TPOT p50 |" % (c, c, c)
-                                                  for c in concs) + (" accuracy |" if acc_on else "") + " note |")
+    levels = "".join(" c=%d tok/s | c=%d TTFT p99 | c=%d TPOT p50 |" % (c, c, c) for c in concs)
+    head = "| # | candidate | status |" + levels + (" accuracy |" if acc_on else "") + " note |"
     sep = "|" + "---|" * (4 + acc_on + 3 * len(concs))
     lines = ["# Campaign %s" % plan["name"], "",
              "Strategy %s, %d candidates (+ base), objective %s%s%s." % (
