@@ -22,8 +22,8 @@ description:
     C(ruled_out) (crash memory: a failed row's class rules it out; the row is recorded with the row that ruled it
     out) or C(budget) (the campaign's C(time_budget_s) is spent)."
   - "O(action=record): appends the candidate's result row (status C(ok), C(rejected), C(startup_failed),
-    C(incoherent), C(bench_failed), C(slo_violation), C(error), C(gpu_degraded)) with its evidence and GPU health to
-    the append-only state."
+    C(incoherent), C(inaccurate), C(bench_failed), C(slo_violation), C(error), C(gpu_degraded)) with its evidence and
+    GPU health to the append-only state."
   - "O(action=report): decides (the winner beats the base by more than max(min_improvement, measured noise) and
     regresses no gate metric) and writes C(results.md), C(results.csv), C(results.json), C(pareto.png) and
     C(winner.yml) (the winner's inventory snippet)."
@@ -88,6 +88,12 @@ options:
       - "For C(benched): GPU health read after the ladder. When the GPUs were degraded before the ladder or got worse
         during it, the row is C(gpu_degraded) (the candidate runs again when the campaign resumes) and the campaign
         has no winner until it has none."
+    type: dict
+  accuracy:
+    description:
+      - The M(gpuhost.sglang.serving_accuracy) result of the candidate (C(action=gate)) or of the base
+        (C(action=measure)), for C(benched). A candidate whose gate failed gets status C(inaccurate) and is never
+        the winner; the table, CSV and plot show it beside the throughput.
     type: dict
   note:
     description: Free text kept with the row (the failed task's message).
@@ -249,7 +255,7 @@ def run(p, check_mode):
             raise CampaignError(name, p[name].get("state"), "gpu_facts' health result (its state ok, degraded or unknown)")
     row = tune_decide.row_from(cand, p["stage"], plan["objective"], failure=p["failure"], levels=p["levels"],
                                parser=p["parser"], message=p["note"], gpu_health=p["gpu_health"],
-                               gpu_health_after=p["gpu_health_after"])
+                               gpu_health_after=p["gpu_health_after"], accuracy=p.get("accuracy"))
     row["duration_s"] = round(p["duration_s"], 1)
     return {"changed": True, "row": st.append("row", **row)}
 
@@ -270,6 +276,7 @@ def main():
             parser=dict(type="dict"),
             gpu_health=dict(type="dict"),
             gpu_health_after=dict(type="dict"),
+            accuracy=dict(type="dict"),
             note=dict(type="str", default=""),
             duration_s=dict(type="float", default=0),
             plots=dict(type="bool", default=True),

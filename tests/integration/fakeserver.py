@@ -19,6 +19,11 @@ garbage       random-weights behaviour: U+FFFD and control characters
 nan_logprobs  ok text, but HTTP 400 "Out of range float values" when logprobs are requested
 repeat        a repetition loop
 
+Accuracy-gate task prompts (plugins/module_utils/bench/taskset.py) are answered with the item's answer and then
+words; --accuracy F answers only the share F of them right (the same items every run: by a hash of the item id),
+the rest with a wrong answer (a model whose numbers changed). --drift F changes the words after the answer for the
+share F of all prompts (by a hash of the prompt): the answers stay, greedy outputs differ.
+
 Reasoning models (chat only; combine with any behavior above, usually ok), modelled on SGLang 0.5.23 as
 installed by tests (python/sglang/srt/... paths below are from that wheel):
 
@@ -66,12 +71,23 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 
 from aiohttp import web
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "plugins", "module_utils", "bench"))
 from probes import DEFAULT_PROBES  # noqa: E402  pylint: disable=wrong-import-position
+import taskgen  # noqa: E402  pylint: disable=wrong-import-position
+import taskset  # noqa: E402  pylint: disable=wrong-import-position
+
+TASKS = dict((taskgen.prompt_for(t["kind"], t["question"]), t) for t in taskset.TASKS)
+
+
+def _share(text):
+    """A stable number in [0, 1) for ``text`` (crc32, the same in every process)."""
+    return zlib.crc32(text.encode("utf-8")) / float(1 << 32)
+
 
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
          "quebec romeo sierra tango uniform victor whiskey xray yankee zulu river stone cloud amber north "
@@ -133,6 +149,11 @@ class Fake(object):
             return ["".join(rnd.choice(u"ab\ufffd\x07\x1bçд\u4e2d") for dummy in range(3)) for dummy in range(n)]
         if b == "repeat":
             return [" the"] * n
+        task = TASKS.get(prompt)
+        if task is not None:
+            ans = task["answer"] if _share(task["id"]) < self.a.accuracy else task["answer"] + "0"
+            rnd = random.Random(_share(prompt) + (1.0 if _share("drift" + prompt) < self.a.drift else 0.0))
+            return ([" " + ans] + [" " + rnd.choice(WORDS) for dummy in range(n - 1)])[:n]
         ans = answer_for(prompt, self.a.numerals)
         if ans is not None and not self.a.stamp:
             return [" " + ans][:n]
@@ -502,6 +523,8 @@ def main(argv=None):
     ap.add_argument("--think-forever", action="store_true")
     ap.add_argument("--no-think-toggle", action="store_true")
     ap.add_argument("--numerals", action="store_true")
+    ap.add_argument("--accuracy", type=float, default=1.0, help="share of accuracy-gate task items answered right")
+    ap.add_argument("--drift", type=float, default=0.0, help="share of prompts whose words after the answer change")
     ap.add_argument("--strict-fields", action="store_true")
     ap.add_argument("--metrics", action="store_true")
     ap.add_argument("--metrics-skew", type=float, default=1.0)

@@ -101,3 +101,23 @@ def test_bench_playbook_validation_names_the_wrong_variable(tmp_path, var, value
     assert any(("%s=%s" % (var, value)) in ln for ln in msg), cp.stdout[-2000:]
     others = {"output_len", "input_len", "concurrency"} - {var}
     assert not any(("%s=" % o) in ln for ln in msg for o in others), cp.stdout[-2000:]
+
+
+def test_bench_playbook_accuracy_gate_records_then_fails_changed_answers(tmp_path):
+    """-e bench_accuracy=true: the first run records the reference, a run against a server whose answers changed
+    fails with both scores; without the option no accuracy request is sent."""
+    args = ("-e", "concurrency=2", "-e", "bench_accuracy=true", "-e", "bench_baseline_dir=%s" % (tmp_path / "b"))
+    with fake_server("ok") as (url, dummy):
+        first, rep = run_playbook(tmp_path, url, *args)
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert "measured score on last-known-good: 528 requests" in first.stdout
+    assert os.path.isfile(tmp_path / "b" / "accuracy-fakehost.json")
+    with fake_server("ok", "--accuracy", "0.9") as (url, dummy):
+        second, rep = run_playbook(tmp_path, url, *args)
+    assert second.returncode != 0
+    assert "accuracy gate FAILED" in second.stdout and "vs last-known-good 1.000 (528/528)" in second.stdout
+    assert "| Concurrency | Output tok/s" in second.stdout  # the table is still printed
+    with fake_server("ok", "--accuracy", "0.9") as (url, dummy):
+        off, rep = run_playbook(tmp_path, url, "-e", "concurrency=2", "-e", "bench_baseline_dir=%s" % (tmp_path / "c"))
+    assert off.returncode == 0, off.stdout[-3000:]
+    assert "measured score" not in off.stdout and "accuracy gate" not in off.stdout

@@ -22,6 +22,7 @@ import hashlib
 import itertools
 import json
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import accuracy as bench_accuracy
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.metrics import GATE_METRICS
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import memory
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.errors import CampaignError
@@ -34,7 +35,9 @@ APIS = ("completions", "chat")
 OBJECTIVE_METRICS = ("output_throughput", "total_throughput", "goodput")
 LATENCY_METRICS = tuple(m for m in GATE_METRICS if "_ms." in m)
 TOP_KEYS = ("name", "base", "space", "strategy", "max_candidates", "time_budget_s", "workload", "objective", "adopt",
-            "crash_rules", "description")
+            "crash_rules", "description", "accuracy")
+ACCURACY_KEYS = ("enabled", "checks", "alpha", "margin", "greedy_margin", "greedy_metric", "limit", "greedy_prompts",
+                 "concurrency", "api")
 
 
 def _int(doc, key, path, default, low=1):
@@ -123,6 +126,54 @@ def _adopt(doc):
             "min_improvement": _num(doc.get("min_improvement", 0.02), "adopt.min_improvement"),
             "max_regression": _num(doc.get("max_regression", 0.1), "adopt.max_regression"),
             "gate_metrics": gate}
+
+
+def _accuracy(doc):
+    """The accuracy gate's settings (bench/accuracy.py): off unless enabled."""
+    doc = {} if doc is None else doc
+    if not isinstance(doc, dict):
+        raise CampaignError("accuracy", doc, "a mapping: {enabled: true, checks: auto, alpha: 0.05, margin: 0.0}")
+    for k in doc:
+        if k not in ACCURACY_KEYS:
+            raise CampaignError("accuracy.%s" % k, doc[k], "unknown key; allowed: %s" % ", ".join(ACCURACY_KEYS))
+    if not isinstance(doc.get("enabled", False), bool):
+        raise CampaignError("accuracy.enabled", doc["enabled"], "true or false")
+    checks = doc.get("checks", "auto")
+    if checks != "auto" and (not isinstance(checks, list) or any(c not in bench_accuracy.CHECKS for c in checks)):
+        raise CampaignError("accuracy.checks", checks, "auto (from the options each candidate changes) or a list of: %s"
+                            % ", ".join(bench_accuracy.CHECKS))
+    metric = doc.get("greedy_metric", "identical")
+    if metric not in bench_accuracy.GREEDY_METRICS:
+        raise CampaignError("accuracy.greedy_metric", metric, "one of %s" % ", ".join(bench_accuracy.GREEDY_METRICS))
+    api = doc.get("api", "completions")
+    if api not in APIS:
+        raise CampaignError("accuracy.api", api, "one of %s (completions: the task prompts as they are, no chat template "
+                            "and no reasoning before the answer)" % ", ".join(APIS))
+    out = {"enabled": doc.get("enabled", False), "checks": checks, "greedy_metric": metric, "api": api,
+           "alpha": _num(doc.get("alpha", bench_accuracy.DEFAULT_ALPHA), "accuracy.alpha", low=1e-9),
+           "margin": _num(doc.get("margin", bench_accuracy.DEFAULT_MARGIN), "accuracy.margin"),
+           "greedy_margin": _num(doc.get("greedy_margin", bench_accuracy.DEFAULT_GREEDY_MARGIN), "accuracy.greedy_margin"),
+           "limit": _int(doc, "limit", "accuracy.limit", len(bench_accuracy.load_tasks())),
+           "greedy_prompts": _int(doc, "greedy_prompts", "accuracy.greedy_prompts", bench_accuracy.GREEDY_PROMPTS),
+           "concurrency": _int(doc, "concurrency", "accuracy.concurrency", 16)}
+    if out["limit"] > len(bench_accuracy.load_tasks()):
+        raise CampaignError("accuracy.limit", out["limit"], "an int from 1 to %d (the task set's size)"
+                            % len(bench_accuracy.load_tasks()))
+    for k in ("alpha", "margin", "greedy_margin"):
+        if out[k] >= 1:
+            raise CampaignError("accuracy.%s" % k, doc[k], "a number in [0, 1)")
+    return out
+
+
+def accuracy_checks(candidates, acc):
+    """Each candidate's checks (the base has none: it is last-known-good), and the union the base must measure."""
+    needed = []
+    for cand in candidates:
+        checks = [] if cand["index"] == 0 or not acc["enabled"] else (
+            bench_accuracy.checks_for(cand["delta"]) if acc["checks"] == "auto" else list(acc["checks"]))
+        cand["accuracy_checks"] = checks
+        needed += [c for c in checks if c not in needed]
+    return [c for c in bench_accuracy.CHECKS if c in needed]
 
 
 def _scalar_ok(v):
@@ -260,7 +311,9 @@ def load(doc, base_options=None, profile_options=None):
     adopt = _adopt(doc.get("adopt"))
     rules = memory.load_rules(doc.get("crash_rules"))
     cands, left_out = expand(space, strategy, base, max_candidates, profile_options)
-    return {"name": name, "description": doc.get("description", ""), "base": base, "strategy": strategy,
+    acc = _accuracy(doc.get("accuracy"))
+    acc["lkg_checks"] = accuracy_checks(cands, acc)
+    return {"accuracy": acc, "name": name, "description": doc.get("description", ""), "base": base, "strategy": strategy,
             "space": [[k, v] for k, v in space], "max_candidates": max_candidates, "time_budget_s": budget,
             "workload": workload, "objective": objective, "adopt": adopt, "crash_rules": rules,
             "candidates": cands, "left_out": left_out}

@@ -7,7 +7,9 @@ The winner must (1) be ``ok`` (served, passed the coherence canary and every ben
 (2) beat the base on the objective by more than max(adopt.min_improvement, measured noise), the noise being the
 larger relative trial spread of the two (bench/metrics.aggregate_trials, the serving_bench gate's definition), and
 (3) regress no adopt.gate_metrics on any level by more than max(adopt.max_regression, noise) (bench/store.compare,
-the same rule as the serving_bench regression gate).
+the same rule as the serving_bench regression gate), and (4) pass the accuracy gate when the campaign enables it
+(bench/accuracy.py): a benched candidate that fails it gets status ``inaccurate`` (its throughput stays in the row,
+for the table and the plot) and is never the winner.
 
 GPU health (gpu_facts' readings before and after each candidate's ladder, bench/gpu_health.py): a row carries its
 comparable state; a candidate whose GPUs were degraded before its ladder or degraded during it is
@@ -73,6 +75,16 @@ def objective_value(levels, objective):
     return None, 0.0, objective["concurrency"]
 
 
+def accuracy_summary(acc):
+    """The accuracy gate's result (serving_accuracy's compact form) as the row keeps it, or None when not run."""
+    if not acc or acc.get("skipped"):
+        return None
+    if "measured" in acc:  # the base: last-known-good's own measurement, the reference of the others
+        return {"lkg": True, "checks": acc.get("checks") or [], "measured": acc["measured"],
+                "requests": (acc["measured"] or {}).get("requests"), "seconds": (acc["measured"] or {}).get("seconds")}
+    return dict((k, acc.get(k)) for k in ("passed", "class", "message", "checks", "requests", "seconds"))
+
+
 def health_of(before, after):
     """(state, degraded) of one ladder from gpu_facts' health readings taken before and after it: the comparable
     state recorded beside the row (None without a reading) and what was wrong before the ladder or got worse during
@@ -96,11 +108,13 @@ def health_refusal(base_state, state):
 
 
 def row_from(candidate, stage, objective, failure=None, levels=None, parser=None, message="", gpu_health=None,
-             gpu_health_after=None):
+             gpu_health_after=None, accuracy=None):
     """A result row. stage: rejected | gate_failed | benched | error. ``gpu_health`` and ``gpu_health_after``:
-    gpu_facts' health read before and after a benched candidate's ladder."""
+    gpu_facts' health read before and after a benched candidate's ladder. ``accuracy``: the accuracy gate's result of a
+    benched candidate (serving_accuracy action=gate, or action=measure for the base)."""
     row = {"id": candidate["id"], "index": candidate["index"], "name": candidate["name"], "options": candidate["options"],
-           "delta": candidate["delta"], "class": None, "message": message, "levels": [], "evidence": {}}
+           "delta": candidate["delta"], "class": None, "message": message, "levels": [], "evidence": {},
+           "accuracy": accuracy_summary(accuracy) if stage == "benched" else None}
     if stage == "rejected":
         row.update(status="rejected", **{"class": "bad_arguments"})
         row["evidence"] = {"parser_errors": (parser or {}).get("errors") or [], "suggested_argv": (parser or {}).get("suggested_argv")}
@@ -135,6 +149,10 @@ def row_from(candidate, stage, objective, failure=None, levels=None, parser=None
                 row["status"] = "ok"
                 row["message"] = message
         row["class"] = row["class"] or ("slo_violation" if row["status"] == "slo_violation" else None)
+        acc = row["accuracy"]
+        if row["status"] == "ok" and acc is not None and acc.get("passed") is False:
+            row.update(status="inaccurate", message=str(acc.get("message") or "")[:600],
+                       **{"class": acc.get("class") or "accuracy_drop"})
         row["gpu_health"], row["gpu_degraded"] = health_of(gpu_health, gpu_health_after)
         if row["gpu_degraded"]:
             row.update(status="gpu_degraded", message=("GPUs degraded (%s); measured on wrong hardware, it runs again "

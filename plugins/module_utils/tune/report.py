@@ -19,7 +19,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store 
 
 CSV_FIELDS = ["index", "id", "name", "status", "class", "concurrency", "output_throughput", "output_throughput.spread",
               "total_throughput", "ttft_ms.p50", "ttft_ms.p99", "tpot_ms.p50", "itl_ms.p99", "e2e_ms.p99", "verdict",
-              "improvement", "message"]
+              "improvement", "accuracy_check", "accuracy_value", "accuracy_reference", "accuracy_passed", "message"]
 
 
 def _f(v, nd=1):
@@ -28,6 +28,40 @@ def _f(v, nd=1):
     if isinstance(v, float):
         return ("%." + str(nd) + "f") % v
     return str(v)
+
+
+def accuracy_fields(row):
+    """(check, value, reference, passed) of the row's accuracy gate: the score (or greedy agreement) beside
+    last-known-good's score (or agreement with itself); the base shows its own score. Empty strings when not run."""
+    acc = row.get("accuracy")
+    if not acc:
+        return "", "", "", ""
+    if acc.get("lkg"):
+        m = acc.get("measured") or {}
+        if "score" in m:
+            return "score", m["score"].get("score"), "", "lkg"
+        if "greedy" in m:
+            return "greedy", "", "", "lkg"
+        return "", "", "", "lkg"
+    checks = acc.get("checks") or {}
+    if "score" in checks:
+        c = checks["score"]
+        return "score", c.get("candidate_score"), c.get("lkg_score"), bool(c.get("passed"))
+    if "greedy" in checks:
+        c = checks["greedy"]
+        return "greedy", c.get("value"), c.get("reference"), bool(c.get("passed"))
+    return "", "", "", bool(acc.get("passed"))
+
+
+def accuracy_cell(row):
+    """The table's accuracy column: ``score 0.890/1.000 FAIL`` (candidate/last-known-good), ``greedy 1.000/1.000 ok``
+    (agreement with last-known-good / its agreement with itself), ``lkg score 0.950`` for the base, ``-``."""
+    check, value, ref, passed = accuracy_fields(row)
+    if passed == "lkg":
+        return ("lkg %s %s" % (check, _f(value, 3))).strip() if check else "lkg"
+    if not check:
+        return "-" if passed == "" else ("ok" if passed else "FAIL (%s)" % (row.get("accuracy") or {}).get("class"))
+    return "%s %s/%s %s" % (check, _f(value, 3), _f(ref, 3), "ok" if passed else "FAIL")
 
 
 def _note(row, judgement, decision):
@@ -51,8 +85,10 @@ def ordered_rows(candidates, rows):
 
 def markdown(plan, rows, decision):
     concs = plan["workload"]["concurrency"]
-    head = "| # | candidate | status |" + "".join(" c=%d tok/s | c=%d TTFT p99 | c=%d TPOT p50 |" % (c, c, c) for c in concs) + " note |"
-    sep = "|" + "---|" * (4 + 3 * len(concs))
+    acc_on = bool((plan.get("accuracy") or {}).get("enabled"))
+    levels = "".join(" c=%d tok/s | c=%d TTFT p99 | c=%d TPOT p50 |" % (c, c, c) for c in concs)
+    head = "| # | candidate | status |" + levels + (" accuracy |" if acc_on else "") + " note |"
+    sep = "|" + "---|" * (4 + acc_on + 3 * len(concs))
     lines = ["# Campaign %s" % plan["name"], "",
              "Strategy %s, %d candidates (+ base), objective %s%s%s." % (
                  plan["strategy"], len(plan["candidates"]) - 1, plan["objective"]["metric"],
@@ -69,6 +105,8 @@ def markdown(plan, rows, decision):
             lv = by.get(c, {})
             cells += [_f(lv.get("output_throughput")), _f(lv.get("ttft_ms.p99")), _f(lv.get("tpot_ms.p50"), 2)]
         status = row["status"] + ((" (%s)" % row["class"]) if row.get("class") and row["class"] != row["status"] else "")
+        if acc_on:
+            cells.append(accuracy_cell(row))
         lines.append("| %s | %s | %s | %s | %s |" % (
             row["index"], row["name"] or "base", status, " | ".join(cells),
             _note(row, decision["judgements"].get(row["id"]), decision)))
@@ -80,6 +118,8 @@ def markdown(plan, rows, decision):
         lines += ["", "Not run (yet): " + ", ".join("%d %s" % (c["index"], c["name"]) for c in pending)]
     if plan.get("left_out"):
         lines += ["", "%d more candidates left out by max_candidates=%d." % (plan["left_out"], plan["max_candidates"])]
+    if acc_on:
+        lines += ["", _accuracy_line(plan["accuracy"])]
     lines += ["", "Decision: " + decision["reason"]]
     return lines
 
@@ -100,6 +140,13 @@ def health_lines(rows):
     return ["- %s: candidate(s) %s" % (text, ", ".join(idx)) for text, idx in seen]
 
 
+def _accuracy_line(acc):
+    return ("Accuracy gate: candidate/last-known-good; score = exact-match on %d task items, fails when one-sided "
+            "McNemar mid-p < %g%s; greedy = identical outputs on %d prompts, fails below last-known-good's agreement "
+            "with itself - %g.") % (acc["limit"], acc["alpha"], (" and the drop > %g" % acc["margin"]) if acc["margin"] else "",
+                                    acc["greedy_prompts"], acc["greedy_margin"])
+
+
 def csv_text(plan, rows, decision):
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
@@ -109,6 +156,8 @@ def csv_text(plan, rows, decision):
         base = {"index": row["index"], "id": row["id"], "name": row["name"] or "base", "status": row["status"],
                 "class": row.get("class") or "", "verdict": "winner" if (decision.get("winner") or {}).get("id") == row["id"]
                 else j.get("verdict", ""), "improvement": j.get("improvement", ""), "message": row.get("message") or ""}
+        base["accuracy_check"], base["accuracy_value"], base["accuracy_reference"], base["accuracy_passed"] = \
+            accuracy_fields(row)
         for lv in row.get("levels") or [{}]:
             rec = dict(base)
             rec.update(dict((k, lv.get(k)) for k in CSV_FIELDS if k in lv))
@@ -148,17 +197,22 @@ def plot(plan, rows, path):
         for row in ordered_rows(plan["candidates"], rows):
             for lv in row.get("levels") or []:
                 if lv["concurrency"] == conc and lv.get("ttft_ms.p99") is not None and lv.get("output_throughput") is not None:
-                    pts.append((lv["ttft_ms.p99"], lv["output_throughput"], str(row["index"])))
+                    label = str(row["index"]) + ("" if accuracy_fields(row)[3] is not False else " acc FAIL")
+                    pts.append((lv["ttft_ms.p99"], lv["output_throughput"], label))
         if not pts:
             continue
         line = ax.scatter([p[0] for p in pts], [p[1] for p in pts], label="c=%d" % conc)
-        front = pareto_front(pts)
+        bad = [p for p in pts if p[2].endswith("acc FAIL")]
+        if bad:  # failed the accuracy gate: crossed out, and never on the front (it cannot be adopted)
+            ax.scatter([p[0] for p in bad], [p[1] for p in bad], marker="x", s=120, color="red")
+        front = pareto_front([p for p in pts if not p[2].endswith("acc FAIL")] or pts)
         ax.plot([p[0] for p in front], [p[1] for p in front], linestyle="--", color=line.get_facecolor()[0])
         for x, y, label in pts:
             ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.set_xlabel("p99 TTFT (ms)")
     ax.set_ylabel("output tok/s")
-    ax.set_title("Campaign %s: candidates (labels = #) and Pareto fronts" % plan["name"])
+    ax.set_title("Campaign %s: candidates (labels = #, red x = failed the accuracy gate) and Pareto fronts"
+                 % plan["name"], fontsize=9)
     ax.legend()
     ax.grid(True, alpha=0.3)
     fig.tight_layout()

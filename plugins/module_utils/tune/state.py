@@ -22,7 +22,8 @@ import time
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import memory
 
-TERMINAL = ("ok", "rejected", "ruled_out", "incoherent", "slo_violation", "bench_failed", "startup_failed", "error")
+TERMINAL = ("ok", "rejected", "ruled_out", "incoherent", "inaccurate", "slo_violation", "bench_failed", "startup_failed",
+            "error")
 # rows whose measurement is void: the candidate runs again when the campaign resumes
 RERUN = ("gpu_degraded",)
 
