@@ -126,7 +126,7 @@ class LauncherHost(object):
     (the journal's stand-in) and the process state (systemctl's). A failed start that does not exit by itself
     (SGLang 0.5.17 after a scheduler exception) is stopped, so that it does not hold the GPU."""
 
-    def __init__(self, workdir, lkg_dir=None, env=None, say=None, canary=None, stop_grace=15.0, interval=0.5):
+    def __init__(self, workdir, lkg_dir=None, env=None, say=None, canary=None, stop_grace=10.0, interval=0.5):
         self.workdir = os.path.abspath(workdir)
         self.lkg_dir = os.path.abspath(lkg_dir or os.path.join(workdir, "last-known-good"))
         for d in (self.workdir, self.lkg_dir):
@@ -141,6 +141,7 @@ class LauncherHost(object):
         self.pid_path = os.path.join(self.workdir, UNIT + ".pid")
         self.proc = None
         self.starts = 0
+        self.label = ""  # which candidate the deploy transaction's lines are about (its own index is always 0)
         self.log_path = None
         self.logs = []
         self._stop_leftover()
@@ -282,7 +283,7 @@ class LauncherHost(object):
         return time.monotonic()
 
     def say(self, line):
-        self.say_fn(line)
+        self.say_fn(self.label + line)
 
 
 class CampaignLoop(object):
@@ -372,6 +373,11 @@ class CampaignLoop(object):
         restored = self.restore_lkg()
         return {"plan": self.plan, "report": report, "cut_off": self.cut_off, "restored": restored}
 
+    def report_only(self):
+        """The decision, table and plot again from the state (another machine's run, say): nothing starts."""
+        self.plan = self.tune("plan", campaign=self.doc)["plan"]
+        return {"plan": self.plan, "report": self.tune("report"), "cut_off": None, "restored": None}
+
     def restore_lkg(self):
         """tune.yml's Restore: last-known-good serves again (no restart when it serves already)."""
         if not self.restore or not self.host.inspect()["lkg"]:
@@ -379,6 +385,7 @@ class CampaignLoop(object):
         if self.out_of_time():
             self.say("last-known-good not restored: too little time left")
             return None
+        self.host.label = "[restore] "
         try:
             return DeployTransaction(self.host, self.spec(0, False)).restore_only()["gate_result"]
         except DeployFailed as exc:
@@ -388,6 +395,7 @@ class CampaignLoop(object):
         """Deploy (not as last-known-good, except the base), gates, ladder, row. Returns whether it was benched."""
         i = cand["index"]
         t0 = time.monotonic()
+        self.host.label = "[%d %s] " % (i, cand["name"] or "base")
         try:
             DeployTransaction(self.host, self.spec(i, i == 0)).run()
         except DeployFailed as exc:

@@ -173,3 +173,36 @@ def test_bad_bench_option_and_base_rejected_are_clear_errors(engine, tmp_path):
     with pytest.raises(tune_loop.LoopError, match="the base configuration fails the engine's parser: .*nonesuch"):
         loop.run()
     assert host.starts == 0
+
+
+def test_device_entry_point_cut_off_then_restaged_on_a_fresh_machine(tmp_path):
+    """benchmarks/gpu/sglang/tune.py: a run cut off by its deadline leaves OUT/tune-state.tgz; the next run, on a
+    machine whose /tmp was lost (a fresh --state-dir), unpacks it with --restage and finishes the campaign."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import tarfile  # pylint: disable=import-outside-toplevel
+    import yaml  # pylint: disable=import-outside-toplevel
+    root = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+    doc = tmp_path / "c.yml"
+    doc.write_text(yaml.safe_dump(dict(FIRST, space={"disable-cuda-graph": [False], "attention-backend": ["fa3"]}), sort_keys=False))
+    env = dict(os.environ, PYTHONPATH=FAKE_ENGINE, FAKE_ENGINE_ITL="0.008", FAKE_ENGINE_TTFT="0.01")
+
+    def tune(out, state, *extra):
+        cmd = [sys.executable, os.path.join(root, "benchmarks", "gpu", "sglang", "tune.py"), "--out", str(out),
+               "--state-dir", str(state), "--model", "/models/tiny", "--port", str(free_port()), "--min-duration-s", "0",
+               "--ready-timeout", "30"] + list(extra) + [str(doc)]
+        return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                              timeout=240, check=False)
+
+    first = tune(tmp_path / "out1", tmp_path / "m1" / "tune", "--deadline-s", "6", "--estimate-s", "0")
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert "cut off before candidate" in first.stdout
+    with tarfile.open(str(tmp_path / "out1" / "tune-state.tgz")) as t:
+        assert "tune/first/state.jsonl" in t.getnames()
+    second = tune(tmp_path / "out2", tmp_path / "m2" / "tune", "--restage", str(tmp_path / "out1" / "tune-state.tgz"))
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert "state re-staged from" in second.stdout and "cut off" not in second.stdout
+    r = dict((row["index"], row) for row in CampaignState(str(tmp_path / "m2" / "tune" / "first" / "state.jsonl")).rows().values())
+    assert sorted(r) == [0, 1, 2] and r[2]["class"] == "unsupported_arch"
+    assert {"tune.log", "tune-state.tgz", "first-results.md", "first-results.json"} <= set(os.listdir(str(tmp_path / "out2")))
+    bad = tune(tmp_path / "out3", tmp_path / "m3" / "tune", "--restage", str(tmp_path / "nonesuch.tgz"))
+    assert bad.returncode == 2 and "--restage %s: no such file" % (tmp_path / "nonesuch.tgz") in bad.stdout
