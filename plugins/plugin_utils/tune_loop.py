@@ -9,8 +9,9 @@ The same code as the playbook, step by step:
                                 table, Pareto plot) with the parameters the playbook passes
   parser check                  the server_args module's probe and verdicts, run by the engine's interpreter
                                 (``EngineParser``): a candidate the engine's parser rejects is never started
-  render                        module_utils/serving/server_args.server_argv (what the server_argv filter renders),
-                                over the profile and under the managed options in tune_merge's order
+  render                        the parser check's argv: module_utils/serving/server_args.server_argv (what the
+                                server_argv filter renders) of the candidate over the profile and under the
+                                managed options, in tune_merge's order
   restart, readiness, canary    the deploy transaction (plugin_utils/deploy.py) with ``LauncherHost``: exactly the
                                 rendered argv is started; readiness is /health plus the startup log classified by
                                 module_utils/serving/ready.py; the canary is serving_bench's probes (BenchRun)
@@ -31,7 +32,6 @@ import time
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.runner import BenchRun
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import ready
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import server_argv
 from ansible_collections.gpuhost.sglang.plugins.modules import server_args as server_args_module
 from ansible_collections.gpuhost.sglang.plugins.modules import serving_bench
 from ansible_collections.gpuhost.sglang.plugins.modules import tune_campaign
