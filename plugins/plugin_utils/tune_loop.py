@@ -32,6 +32,7 @@ import time
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.runner import BenchRun
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import ready
+from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.state import CampaignState, state_path
 from ansible_collections.gpuhost.sglang.plugins.modules import server_args as server_args_module
 from ansible_collections.gpuhost.sglang.plugins.modules import serving_bench
 from ansible_collections.gpuhost.sglang.plugins.modules import tune_campaign
@@ -290,8 +291,9 @@ class CampaignLoop(object):
     """One campaign through tune.yml's steps. ``doc``: the campaign (mapping or YAML path); ``command``: the
     engine's command before its options (``[python, -m, sglang.launch_server]``); ``parser``: option sets ->
     the server_args module's verdicts (``EngineParser``); ``managed``: the options the launcher owns (model path,
-    host, port...); ``gates``: callables ``gate(candidate=, base_url=, plan=)`` returning None (passed) or
-    ``{"class", "message"}`` (failed), run after the canary; ``deadline``: a monotonic time after which no
+    host, port...); ``gates``: callables ``gate(candidate=, base_url=, plan=)`` run after the canary, returning
+    None or a dict: with ``class`` (and ``message``) the candidate failed (its row has that class), without it
+    passed; a dict is also kept in the state as a ``gate`` event (an accuracy gate's scores); ``deadline``: a monotonic time after which no
     candidate starts (the campaign is cut off there and resumes on the next run); ``estimate_s``: the time a
     candidate is assumed to take before one has been measured."""
 
@@ -403,9 +405,12 @@ class CampaignLoop(object):
             self.finish(cand, t0, stage="gate_failed", failure=failed[-1] if failed else None, note=str(exc)[:600])
             return False
         for gate in self.gates:
-            bad = gate(candidate=cand, base_url=self.base_url, plan=self.plan)
-            if bad:
-                self.finish(cand, t0, stage="gate_failed", failure=bad, note=bad.get("message", ""))
+            res = gate(candidate=cand, base_url=self.base_url, plan=self.plan) or {}
+            if res:  # kept beside the row (an accuracy gate's scores, for the table's columns)
+                CampaignState(state_path(self.state_dir, self.plan["name"])).append(
+                    "gate", id=cand["id"], index=i, gate=getattr(gate, "__name__", str(gate)), result=res)
+            if res.get("class"):
+                self.finish(cand, t0, stage="gate_failed", failure=res, note=res.get("message", ""))
                 return False
         levels = [self.level(cand, conc) for conc in self.plan["workload"]["concurrency"]]
         self.finish(cand, t0, stage="benched", levels=levels)

@@ -156,14 +156,17 @@ def test_a_gate_that_fails_records_its_class_and_the_campaign_goes_on(engine, tm
     """The hook an accuracy gate uses: its failure is the candidate's row (incoherent for a wrong answer)."""
     def wrong_answers(candidate, base_url, plan):
         if candidate["index"] == 1:
-            return {"class": "wrong_answer", "message": "exact match 0.41 < last-known-good 0.93 - 0.05"}
-        return None
+            return {"class": "wrong_answer", "message": "exact match 0.41 < last-known-good 0.93 - 0.05", "score": 0.41}
+        return {"score": 0.93} if candidate["index"] == 0 else None
 
     loop, host, lines = engine(FIRST, gates=[wrong_answers])
     out = loop.run()
     r = rows(tmp_path, "first")
     assert (r[1]["status"], r[1]["class"]) == ("incoherent", "wrong_answer") and "0.41" in r[1]["message"]
     assert out["report"]["winner"] is None and r[3]["class"] == "unsupported_arch"
+    gates = [(e["index"], e["gate"], e["result"]["score"]) for e in CampaignState(
+        state_path(str(tmp_path / "state"), "first")).events if e["event"] == "gate"]
+    assert gates == [(0, "wrong_answers", 0.93), (1, "wrong_answers", 0.41)]
 
 
 def test_bad_bench_option_and_base_rejected_are_clear_errors(engine, tmp_path):
