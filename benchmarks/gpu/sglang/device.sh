@@ -13,17 +13,18 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 if [ "${1:-}" = ansible-zip ]; then
-  # Ansible's module_utils as AnsiballZ ships them to a target (an empty ansible/__init__.py beside them)
+  # Ansible's module_utils as AnsiballZ ships them to a target (an empty ansible/__init__.py beside them), and PyYAML's
+  # pure-Python package for the campaign files (tune.py puts the zip last on sys.path: the machine's own packages win)
   mkdir -p "$ROOT/.device"
   "${PYTHON:-python3}" - "$ROOT/.device/ansible-module-utils.zip" <<'PY'
-import os, sys, zipfile, ansible.module_utils as mu
-top = os.path.dirname(mu.__file__)
+import os, sys, zipfile, ansible.module_utils as mu, yaml
 with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
     z.writestr("ansible/__init__.py", "")
-    for d, _dirs, files in os.walk(top):
-        for f in files:
-            if f.endswith(".py"):
-                z.write(os.path.join(d, f), os.path.join("ansible", "module_utils", os.path.relpath(os.path.join(d, f), top)))
+    for top, into in ((os.path.dirname(mu.__file__), "ansible/module_utils"), (os.path.dirname(yaml.__file__), "yaml")):
+        for d, _dirs, files in os.walk(top):
+            for f in files:
+                if f.endswith(".py"):
+                    z.write(os.path.join(d, f), os.path.join(into, os.path.relpath(os.path.join(d, f), top)))
 print(sys.argv[1], os.path.getsize(sys.argv[1]))
 PY
   exit

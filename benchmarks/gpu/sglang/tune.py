@@ -20,10 +20,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "collections"))
-try:
-    import ansible.module_utils  # noqa: F401  pylint: disable=unused-import
-except ImportError:  # no Ansible on the device: its module_utils travel as a zip (device.sh ansible-zip)
-    sys.path.insert(0, os.path.join(ROOT, ".device", "ansible-module-utils.zip"))
+# no Ansible on the device: its module_utils (and PyYAML, in case) travel as a zip (device.sh ansible-zip), last on
+# the path so that the machine's own packages win
+sys.path.append(os.path.join(ROOT, ".device", "ansible-module-utils.zip"))
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.errors import CampaignError  # noqa: E402
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils import tune_loop  # noqa: E402
 
