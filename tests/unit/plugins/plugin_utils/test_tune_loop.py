@@ -21,7 +21,10 @@ import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.state import CampaignState, state_path
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils import tune_loop
-from ansible_collections.gpuhost.sglang.tests.integration.fakeserver import free_port
+
+# the fake server and the load client need aiohttp (ansible-test's collect-only venv has none)
+pytest.importorskip("aiohttp")
+from ansible_collections.gpuhost.sglang.tests.integration.fakeserver import free_port  # noqa: E402  pylint: disable=wrong-import-position
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE_ENGINE = os.path.abspath(os.path.join(HERE, "..", "..", "..", "harness", "fake_engine"))
