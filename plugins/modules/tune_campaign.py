@@ -19,8 +19,8 @@ description:
     expands its search space (strategies C(one_at_a_time), C(grid), C(tiers) as in sglang.auto_benchmark, capped
     by C(max_candidates)) into candidates, the base first; reports which already have a result (resume)."
   - "O(action=begin): what to do with one candidate: C(run), C(done) (a finished row exists: never run again),
-    C(ruled_out) (crash memory: a failed row's class rules it out; the row is recorded with the row that ruled it
-    out) or C(budget) (the campaign's C(time_budget_s) is spent)."
+    C(ruled_out) (crash memory: a failed row's class rules it out, this campaign's or an earlier campaign's in the
+    same O(state_dir); the row is recorded with the row that ruled it out) or C(budget) (the campaign's C(time_budget_s) is spent)."
   - "O(action=record): appends the candidate's result row (status C(ok), C(rejected), C(startup_failed),
     C(incoherent), C(inaccurate), C(bench_failed), C(slo_violation), C(error), C(gpu_degraded)) with its evidence and
     GPU health to the append-only state."
@@ -183,7 +183,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import campaig
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import decide as tune_decide
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import report as tune_report
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.errors import CampaignError
-from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.state import CampaignState, state_path
+from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.state import CampaignState, earlier_failures, state_path
 
 try:
     import yaml
@@ -241,7 +241,8 @@ def run(p, check_mode):
     if check_mode:
         return {"changed": False, "decision": "run", "row": None}
     if p["action"] == "begin":
-        res = st.begin(cand, plan["crash_rules"], plan["time_budget_s"])
+        res = st.begin(cand, plan["crash_rules"], plan["time_budget_s"],
+                       earlier=earlier_failures(p["state_dir"], plan["name"]))
         return {"changed": True, "decision": res["action"], "row": res["row"], "rerun": res.get("rerun", False),
                 "message": res.get("message") or (res["row"] or {}).get("message", "")}
     if p["action"] == "adopted":

@@ -10,10 +10,31 @@
 #                                                                    (gap.py); start the server first with
 #                                                                    start --export-metrics-to-file
 #                                                                    --export-metrics-to-file-dir /tmp/sglang/reqmetrics
+#   OUT=... bash benchmarks/gpu/sglang/device.sh tune [ARGS...]    unpack (once), the tuning campaign (tune.py; it
+#                                                                   starts its own servers: no start before it)
+#   bash benchmarks/gpu/sglang/device.sh ansible-zip                HERE, before: Ansible's module_utils into
+#                                                                   .device/ (ignored; carry it: no Ansible there)
 # The launch is the one that worked on this machine with the trimmed kernel package: triton attention, pytorch
 # sampling, no grammar backend, bf16, metrics on.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+if [ "${1:-}" = ansible-zip ]; then
+  # Ansible's module_utils as AnsiballZ ships them to a target (an empty ansible/__init__.py beside them), and PyYAML's
+  # pure-Python package for the campaign files (tune.py puts the zip last on sys.path: the machine's own packages win)
+  mkdir -p "$ROOT/.device"
+  "${PYTHON:-python3}" - "$ROOT/.device/ansible-module-utils.zip" <<'PY'
+import os, sys, zipfile, ansible.module_utils as mu, yaml
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("ansible/__init__.py", "")
+    for top, into in ((os.path.dirname(mu.__file__), "ansible/module_utils"), (os.path.dirname(yaml.__file__), "yaml")):
+        for d, _dirs, files in os.walk(top):
+            for f in files:
+                if f.endswith(".py"):
+                    z.write(os.path.join(d, f), os.path.join(into, os.path.relpath(os.path.join(d, f), top)))
+print(sys.argv[1], os.path.getsize(sys.argv[1]))
+PY
+  exit
+fi
 OUT=${OUT:?set OUT}
 W=${SGLANG_WORKDIR:-/tmp/sglang}
 PORT=${PORT:-30000}
@@ -21,15 +42,18 @@ mkdir -p "$W/parts" "$OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH=$W/site${PYTHONPATH:+:$PYTHONPATH}
 ts() { date -u +%FT%T.%3NZ; }
+unpack() {
+  if [ ! -d "$W/site/sglang" ]; then
+    t0=$(date +%s.%N); cat "$W"/parts/bundle.tar.xz.* | xz -d | tar -C "$W" -xf -
+    echo "unpack $(awk "BEGIN{print $(date +%s.%N) - $t0}") s" | tee -a "$OUT/start.log"
+  fi
+}
 case "${1:-}" in
   stage)
     cp -v "$2"/bundle.tar.xz.* "$W/parts/" | tee -a "$OUT/stage.log"; ls -l "$W/parts" >>"$OUT/stage.log" ;;
   start)
     shift
-    if [ ! -d "$W/site/sglang" ]; then
-      t0=$(date +%s.%N); cat "$W"/parts/bundle.tar.xz.* | xz -d | tar -C "$W" -xf -
-      echo "unpack $(awk "BEGIN{print $(date +%s.%N) - $t0}") s" | tee -a "$OUT/start.log"
-    fi
+    unpack
     ARGS=(--model-path "$W/model" --served-model-name tiny --attention-backend triton --sampling-backend pytorch
           --grammar-backend none --disable-cuda-graph --dtype bfloat16 --mem-fraction-static 0.3
           --max-total-tokens 65536 --max-running-requests 256 --host 127.0.0.1 --port "$PORT" --enable-metrics "$@")
@@ -106,5 +130,13 @@ PY
         --host 127.0.0.1 --port 30011 $extra >"$OUT/startup-fail-$name.log" 2>&1
       echo "$name rc=$?" | tee -a "$OUT/failures.txt"
     done ;;
-  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | stop | restart | record | bench | health_bench | gap [gap.py ARGS] | nvml | failures" >&2; exit 2 ;;
+  tune)
+    shift
+    unpack
+    # SIGTERM before the device's 10-minute limit: the driver saves its state and tables to $OUT on the way out
+    timeout -k 20 "${TUNE_LIMIT_S:-560}" python3 "$ROOT/benchmarks/gpu/sglang/tune.py" --out "$OUT" --port "$PORT" "$@"
+    echo "tune rc=$?" | tee -a "$OUT/tune.log" ;;
+  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | stop | restart | record | bench | health_bench | gap [gap.py ARGS] | nvml | failures
+                 | tune [ARGS] | ansible-zip" >&2
+     exit 2 ;;
 esac

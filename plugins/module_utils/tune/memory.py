@@ -106,13 +106,15 @@ def ruled_out(candidate, rows, rules):
 
     rows: result rows with ``status``/``class``, ``id`` and ``options``."""
     for row in rows:
-        if row.get("id") == candidate["id"] or row.get("status") in ("ok", "rejected", "ruled_out", "slo_violation", "loses"):
+        # the candidate's own row of this campaign; an earlier campaign's row of the same options does count
+        if (row.get("id") == candidate["id"] and not row.get("campaign")) or row.get("status") in ("ok", "rejected", "ruled_out", "slo_violation", "loses"):
             continue
         for rule in rules:
             if rule["class"] != row.get("class"):
                 continue
             if _rule_matches(rule, row.get("options") or {}, candidate["options"]):
-                why = "after %s of candidate %s (%s)" % (row["class"], row.get("index"), row.get("name"))
+                why = "after %s of candidate %s (%s)%s" % (row["class"], row.get("index"), row.get("name"),
+                                                           (" of campaign %s" % row["campaign"]) if row.get("campaign") else "")
                 if "option" in rule:
                     why += ": %s %s %s" % (rule["option"], "at or above" if rule["direction"] == "at_or_above" else "at or below",
                                            json.dumps(row["options"].get(rule["option"])))
@@ -120,5 +122,6 @@ def ruled_out(candidate, rows, rules):
                     same = [o for o in rule["same"] if row["options"].get(o) is not None]
                     if same:
                         why += "; same %s" % ", ".join("%s=%s" % (o, json.dumps(row["options"][o])) for o in same)
-                return {"row": row.get("id"), "index": row.get("index"), "class": row["class"], "rule": rule, "reason": why}
+                return {"row": row.get("id"), "index": row.get("index"), "class": row["class"], "rule": rule, "reason": why,
+                        "campaign": row.get("campaign")}
     return None

@@ -10,12 +10,15 @@ write under an exclusive lock, fsync, a torn last line never glued onto). Events
                                        its next row replaces it)
   adopt  {id, options}                 the winner was deployed as last-known-good
 A candidate with a ``start`` and no ``row`` was interrupted: a resumed campaign runs it again, nothing else.
+Crash memory carries over: the failed rows of the other campaigns in the same state directory (one host's) rule
+out a new campaign's candidates too (``earlier_failures``).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
 import os
 import time
 
@@ -28,8 +31,25 @@ TERMINAL = ("ok", "rejected", "ruled_out", "incoherent", "inaccurate", "slo_viol
 RERUN = ("gpu_degraded",)
 
 
+FAILED = ("startup_failed", "incoherent", "bench_failed")
+
+
 def state_path(state_dir, name):
     return os.path.join(state_dir, name, "state.jsonl")
+
+
+def earlier_failures(state_dir, name):
+    """Failed rows of every other campaign under ``state_dir``, each with its ``campaign`` name (crash memory that
+    carries over to the next campaign on the same host), in campaign-name order."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(state_dir, "*", "state.jsonl"))):
+        other = os.path.basename(os.path.dirname(path))
+        if other == name:
+            continue
+        for row in sorted(CampaignState(path).rows().values(), key=lambda r: r.get("index", 0)):
+            if row.get("status") in FAILED and row.get("class"):
+                out.append(dict(row, campaign=other))
+    return out
 
 
 class CampaignState(object):
@@ -65,18 +85,19 @@ class CampaignState(object):
         """Seconds spent on candidates so far, over every run of the campaign."""
         return round(sum(r.get("duration_s") or 0.0 for r in self.rows().values()), 1)
 
-    def begin(self, candidate, rules, budget_s=None, now=None):
-        """Decide what happens to ``candidate``: run, done (resume), ruled_out (a row is recorded) or budget."""
+    def begin(self, candidate, rules, budget_s=None, now=None, earlier=()):
+        """Decide what happens to ``candidate``: run, done (resume), ruled_out (a row is recorded) or budget.
+        ``earlier``: failed rows of earlier campaigns (``earlier_failures``), consulted after this campaign's."""
         rows = self.rows()
         if self.final(candidate["id"]):
             return {"action": "done", "row": rows[candidate["id"]]}
         if candidate["index"] > 0:
-            hit = memory.ruled_out(candidate, sorted(rows.values(), key=lambda r: r.get("index", 0)), rules)
+            hit = memory.ruled_out(candidate, sorted(rows.values(), key=lambda r: r.get("index", 0)) + list(earlier), rules)
             if hit:
                 row = self.append("row", id=candidate["id"], index=candidate["index"], name=candidate["name"],
                                   options=candidate["options"], delta=candidate["delta"], status="ruled_out",
                                   ruled_out_by=hit["row"], ruled_out_by_index=hit["index"], message=hit["reason"],
-                                  duration_s=0.0)
+                                  ruled_out_by_campaign=hit.get("campaign"), duration_s=0.0)
                 return {"action": "ruled_out", "row": row}
             if budget_s is not None and self.spent_s() >= budget_s:
                 return {"action": "budget", "row": None,

@@ -103,3 +103,16 @@ def test_shipped_campaigns_load(path):
     with open(os.path.join(ROOT, path)) as f:
         plan = tc.load(yaml.safe_load(f), {})
     assert len(plan["candidates"]) > 3
+
+
+def test_h200_campaigns_share_the_base_and_fa3_fails_last_then_is_remembered():
+    """campaigns/h200-tiny-a.yml ends on fa3 (its rollback is the campaign's restore); h200-tiny-b.yml, run after it
+    in the same state directory, lists fa3 again for crash memory to rule out, over the same base."""
+    plans = []
+    for path in ("campaigns/h200-tiny-a.yml", "campaigns/h200-tiny-b.yml"):
+        with open(os.path.join(ROOT, path)) as f:
+            plans.append(tc.load(yaml.safe_load(f)))
+    a, b = plans
+    assert a["candidates"][0]["id"] == b["candidates"][0]["id"]
+    assert a["candidates"][-1]["delta"] == {"attention-backend": "fa3"} == b["candidates"][1]["delta"]
+    assert a["workload"]["concurrency"] == b["workload"]["concurrency"] == [1, 16, 64, 256]

@@ -13,7 +13,7 @@ import json
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import campaign as tc
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import decide
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import report
-from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.state import CampaignState
+from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.state import CampaignState, earlier_failures, state_path
 
 DOC = {"name": "t", "space": {"mem-fraction-static": [0.88, 0.95], "max-running-requests": [128]},
        "workload": {"concurrency": [1, 8], "trials": 2}, "objective": {"concurrency": 8}}
@@ -71,6 +71,29 @@ def test_crash_memory_records_the_row_that_ruled_out(tmp_path):
     assert res["row"]["ruled_out_by"] == c088["id"] and res["row"]["status"] == "ruled_out"
     assert "out_of_memory of candidate %d" % c088["index"] in res["row"]["message"]
     assert CampaignState(st.path).rows()[c095["id"]]["status"] == "ruled_out"
+
+
+def test_crash_memory_carries_over_to_the_next_campaign(tmp_path):
+    """A backend that failed to start in one campaign is ruled out of the next one on the same host (state_dir),
+    named with the campaign, without starting; a campaign's own failures and its other rows do not count twice."""
+    first = tc.load({"name": "first", "space": {"attention-backend": ["fa3", "flashinfer"]},
+                     "workload": {"concurrency": [1]}}, BASE)
+    fa3 = first["candidates"][1]
+    st1 = CampaignState(state_path(str(tmp_path), "first"))
+    st1.append("row", **decide.row_from(fa3, "gate_failed", first["objective"], failure={
+        "class": "unsupported_arch", "message": "ImportError: Can not import FA3 in sgl_kernel"}))
+    st1.append("row", **decide.row_from(first["candidates"][2], "benched", first["objective"], levels=[level(1, 1)]))
+    second = tc.load({"name": "second", "space": {"attention-backend": ["fa3"], "max-running-requests": [64]},
+                      "workload": {"concurrency": [1]}}, BASE)
+    earlier = earlier_failures(str(tmp_path), "second")
+    assert [(r["campaign"], r["index"], r["class"]) for r in earlier] == [("first", 1, "unsupported_arch")]
+    assert earlier_failures(str(tmp_path), "first") == []
+    st2 = CampaignState(state_path(str(tmp_path), "second"))
+    res = st2.begin(second["candidates"][1], second["crash_rules"], earlier=earlier)
+    assert res["action"] == "ruled_out" and res["row"]["ruled_out_by_campaign"] == "first"
+    assert "unsupported_arch of candidate 1 (attention-backend=\"fa3\") of campaign first" in res["row"]["message"]
+    assert st2.begin(second["candidates"][2], second["crash_rules"], earlier=earlier)["action"] == "run"
+    assert st2.begin(second["candidates"][1], second["crash_rules"], earlier=())["action"] == "done"
 
 
 def test_time_budget_stops_new_candidates(tmp_path):

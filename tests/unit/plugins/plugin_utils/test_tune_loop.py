@@ -1,0 +1,214 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The tune loop end to end against a stand-in engine (tests/harness/fake_engine: the parser the server_args probe
+reads, and a launch_server that replays the real 0.5.17's recorded failures or becomes the fake server): the
+parser's rejection, the real fa3 startup failure classified, a winner over the base, the report files, a campaign
+cut off (between candidates, and killed in the middle of one) and resumed, crash memory carried to the next
+campaign, last-known-good serving at the end."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.state import CampaignState, state_path
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import tune_loop
+
+# the fake server and the load client need aiohttp (ansible-test's collect-only venv has none)
+pytest.importorskip("aiohttp")
+from ansible_collections.gpuhost.sglang.tests.integration.fakeserver import free_port  # noqa: E402  pylint: disable=wrong-import-position
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAKE_ENGINE = os.path.abspath(os.path.join(HERE, "..", "..", "..", "harness", "fake_engine"))
+BASE = {"attention-backend": "triton", "disable-cuda-graph": True, "mem-fraction-static": 0.3}
+WORKLOAD = {"concurrency": [1, 4], "input_len": 8, "output_len": 8, "trials": 2, "warmup": 1, "num_prompts": 8}
+
+
+def campaign(name, space):
+    return {"name": name, "base": BASE, "space": space, "workload": WORKLOAD, "objective": {"concurrency": 4},
+            "adopt": {"min_improvement": 0.05, "max_regression": 0.5}}
+
+
+FIRST = campaign("first", {"disable-cuda-graph": [False], "max-running-requests": ["many"],
+                           "attention-backend": ["fa3"]})
+
+
+@pytest.fixture(name="engine")
+def engine_fixture(tmp_path):
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=FAKE_ENGINE, FAKE_ENGINE_ITL="0.008", FAKE_ENGINE_TTFT="0.01")
+    hosts = []
+
+    def make(doc, lines=None, **kw):
+        lines = [] if lines is None else lines
+        host = tune_loop.LauncherHost(str(tmp_path / "work"), lkg_dir=str(tmp_path / "state" / "last-known-good"),
+                                      env=env, say=lines.append, stop_grace=3.0, interval=0.1)
+        hosts.append(host)
+        parser = tune_loop.EngineParser(sys.executable, env={"PYTHONPATH": FAKE_ENGINE}, timeout=60)
+        loop = tune_loop.CampaignLoop(doc, str(tmp_path / "state"), host, [sys.executable, "-m", "sglang.launch_server"],
+                                      parser, "http://127.0.0.1:%d" % port, say=lines.append, ready_timeout=30,
+                                      managed={"model-path": "/models/tiny", "served-model-name": "tiny",
+                                               "port": port, "enable-metrics": True},
+                                      bench={"min_duration_s": 0, "min_requests": 1}, plots=False, **kw)
+        return loop, host, lines
+
+    yield make
+    for host in hosts:
+        host.stop(tune_loop.UNIT)
+
+
+def rows(tmp_path, name):
+    return dict((r["index"], r) for r in CampaignState(state_path(str(tmp_path / "state"), name)).rows().values())
+
+
+def started(host):
+    out = []
+    for path in host.logs:
+        with open(path) as f:
+            out.append(json.loads(f.readline()[2:]))
+    return out
+
+
+def health(loop):
+    with urllib.request.urlopen(loop.base_url + "/health", timeout=5) as r:
+        return r.status
+
+
+def test_campaign_rejects_classifies_picks_a_winner_and_ends_on_last_known_good(engine, tmp_path):
+    loop, host, lines = engine(FIRST)
+    out = loop.run()
+    r = rows(tmp_path, "first")
+    assert r[0]["status"] == "ok" and r[1]["status"] == "ok"
+    assert r[2]["status"] == "rejected" and "--max-running-requests" in r[2]["message"]
+    assert (r[3]["status"], r[3]["class"]) == ("startup_failed", "unsupported_arch")
+    assert "Can not import FA3 in sgl_kernel" in r[3]["message"]
+    # the winner: CUDA graphs on, over the measured noise
+    assert (out["report"]["winner"] or {}).get("index") == 1, "\n".join(out["report"]["table"])
+    assert "beats the base" in out["report"]["reason"]
+    # exactly the argv the parser accepted was started; the rejected one never was
+    commands = started(host)
+    assert [c[3:] for c in commands[:2]] == [["--attention-backend", "triton", "--disable-cuda-graph", "--enable-metrics",
+                                              "--mem-fraction-static", "0.3", "--model-path", "/models/tiny",
+                                              "--port", str(loop.managed["port"]), "--served-model-name", "tiny"],
+                                             commands[1][3:]]
+    assert "--disable-cuda-graph" not in commands[1] and not any("many" in c for c in commands)
+    assert ["fa3" in c for c in commands] == [False, False, True, False]  # the last: last-known-good restored
+    assert out["restored"] and host.inspect()["live_is_lkg"] and health(loop) == 200
+    files = os.listdir(str(tmp_path / "state" / "first"))
+    assert {"results.md", "results.json", "results.csv", "winner.yml", "state.jsonl"} <= set(files)
+
+
+def test_crash_memory_carries_over_to_the_next_campaign(engine, tmp_path):
+    engine(FIRST)[0].run()
+    second = campaign("second", {"attention-backend": ["fa3"], "schedule-conservativeness": [0.5]})
+    loop, host, lines = engine(second)
+    loop.run()
+    r = rows(tmp_path, "second")
+    assert r[1]["status"] == "ruled_out" and r[1]["ruled_out_by_campaign"] == "first"
+    assert "unsupported_arch of candidate 3" in r[1]["message"] and "of campaign first" in r[1]["message"]
+    assert r[2]["status"] == "ok"
+    assert not any("fa3" in c for c in started(host))
+
+
+def test_cut_off_between_candidates_resumes_where_it_stopped(engine, tmp_path):
+    def cut_after_base(candidate, base_url, plan):
+        if candidate["index"] == 0:
+            loop.deadline = time.monotonic()  # the time left is spent: the next candidate does not start
+
+    loop, host, lines = engine(FIRST, gates=[cut_after_base])
+    out = loop.run()
+    assert out["cut_off"].startswith("cut off before candidate 1")
+    assert sorted(rows(tmp_path, "first")) == [0, 2]  # the base and the parser's rejection
+    assert any(line.startswith("cut off before candidate 1") for line in lines)
+    loop2, host2, lines2 = engine(FIRST)
+    out2 = loop2.run()
+    assert sorted(rows(tmp_path, "first")) == [0, 1, 2, 3] and out2["cut_off"] is None
+    assert any("done before: [0, 2]; interrupted (run again): []" in line for line in lines2)
+    # the base was not measured again: the resumed run started candidate 1, fa3, then last-known-good
+    assert [("fa3" in c, "--disable-cuda-graph" in c) for c in started(host2)] == [(False, False), (True, True), (False, True)]
+
+
+def test_killed_inside_a_candidate_runs_that_candidate_again(engine, tmp_path):
+    def killed_at_one(candidate, base_url, plan):
+        if candidate["index"] == 1:
+            raise SystemExit("killed")  # the device's time limit, inside candidate 1
+
+    loop, host, lines = engine(FIRST, gates=[killed_at_one])
+    with pytest.raises(SystemExit):
+        loop.run()
+    assert sorted(rows(tmp_path, "first")) == [0, 2]
+    leftover = host.proc.pid
+    assert host.alive()  # the cut-off run left its server running
+    loop2, host2, lines2 = engine(FIRST)
+    assert any("stopped the server a cut-off run left (pid %d)" % leftover in line for line in lines2)
+    loop2.run()
+    assert any("done before: [0, 2]; interrupted (run again): [1]" in line for line in lines2)
+    r = rows(tmp_path, "first")
+    assert r[1]["status"] == "ok" and CampaignState(state_path(str(tmp_path / "state"), "first")).interrupted() == []
+
+
+def test_a_gate_that_fails_records_its_class_and_the_campaign_goes_on(engine, tmp_path):
+    """The hook an accuracy gate uses: its failure is the candidate's row (incoherent for a wrong answer)."""
+    def wrong_answers(candidate, base_url, plan):
+        if candidate["index"] == 1:
+            return {"class": "wrong_answer", "message": "exact match 0.41 < last-known-good 0.93 - 0.05", "score": 0.41}
+        return {"score": 0.93} if candidate["index"] == 0 else None
+
+    loop, host, lines = engine(FIRST, gates=[wrong_answers])
+    out = loop.run()
+    r = rows(tmp_path, "first")
+    assert (r[1]["status"], r[1]["class"]) == ("incoherent", "wrong_answer") and "0.41" in r[1]["message"]
+    assert out["report"]["winner"] is None and r[3]["class"] == "unsupported_arch"
+    gates = [(e["index"], e["gate"], e["result"]["score"]) for e in CampaignState(
+        state_path(str(tmp_path / "state"), "first")).events if e["event"] == "gate"]
+    assert gates == [(0, "wrong_answers", 0.93), (1, "wrong_answers", 0.41)]
+
+
+def test_bad_bench_option_and_base_rejected_are_clear_errors(engine, tmp_path):
+    with pytest.raises(tune_loop.LoopError, match=r"bench options \['nope'\] are not serving_bench options"):
+        tune_loop.bench_params(nope=1)
+    loop, host, lines = engine(dict(FIRST, base=dict(BASE, **{"attention-backend": "nonesuch"})))
+    with pytest.raises(tune_loop.LoopError, match="the base configuration fails the engine's parser: .*nonesuch"):
+        loop.run()
+    assert host.starts == 0
+
+
+def test_device_entry_point_cut_off_then_restaged_on_a_fresh_machine(tmp_path):
+    """benchmarks/gpu/sglang/tune.py: a run cut off by its deadline leaves OUT/tune-state.tgz; the next run, on a
+    machine whose /tmp was lost (a fresh --state-dir), unpacks it with --restage and finishes the campaign."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import tarfile  # pylint: disable=import-outside-toplevel
+    import yaml  # pylint: disable=import-outside-toplevel
+    root = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+    doc = tmp_path / "c.yml"
+    doc.write_text(yaml.safe_dump(dict(FIRST, space={"disable-cuda-graph": [False], "attention-backend": ["fa3"]}), sort_keys=False))
+    env = dict(os.environ, PYTHONPATH=FAKE_ENGINE, FAKE_ENGINE_ITL="0.008", FAKE_ENGINE_TTFT="0.01")
+
+    def tune(out, state, *extra):
+        cmd = [sys.executable, os.path.join(root, "benchmarks", "gpu", "sglang", "tune.py"), "--out", str(out),
+               "--state-dir", str(state), "--model", "/models/tiny", "--port", str(free_port()), "--min-duration-s", "0",
+               "--ready-timeout", "30"] + list(extra) + [str(doc)]
+        return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                              timeout=240, check=False)
+
+    first = tune(tmp_path / "out1", tmp_path / "m1" / "tune", "--deadline-s", "6", "--estimate-s", "0")
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert "cut off before candidate" in first.stdout
+    with tarfile.open(str(tmp_path / "out1" / "tune-state.tgz")) as t:
+        assert "tune/first/state.jsonl" in t.getnames()
+    second = tune(tmp_path / "out2", tmp_path / "m2" / "tune", "--restage", str(tmp_path / "out1" / "tune-state.tgz"))
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert "state re-staged from" in second.stdout and "cut off" not in second.stdout
+    r = dict((row["index"], row) for row in CampaignState(str(tmp_path / "m2" / "tune" / "first" / "state.jsonl")).rows().values())
+    assert sorted(r) == [0, 1, 2] and r[2]["class"] == "unsupported_arch"
+    assert {"tune.log", "tune-state.tgz", "first-results.md", "first-results.json"} <= set(os.listdir(str(tmp_path / "out2")))
+    bad = tune(tmp_path / "out3", tmp_path / "m3" / "tune", "--restage", str(tmp_path / "nonesuch.tgz"))
+    assert bad.returncode == 2 and "--restage %s: no such file" % (tmp_path / "nonesuch.tgz") in bad.stdout
