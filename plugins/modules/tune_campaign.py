@@ -252,11 +252,11 @@ def run(p, check_mode):
     if existing:
         return {"changed": False, "row": existing, "msg": "candidate %d already has a row (kept)" % cand["index"]}
     for name in ("gpu_health", "gpu_health_after"):
-        if p[name] and p[name].get("state") not in ("ok", "degraded", "unknown"):
+        if p.get(name) and p[name].get("state") not in ("ok", "degraded", "unknown"):
             raise CampaignError(name, p[name].get("state"), "gpu_facts' health result (its state ok, degraded or unknown)")
     row = tune_decide.row_from(cand, p["stage"], plan["objective"], failure=p["failure"], levels=p["levels"],
-                               parser=p["parser"], message=p["note"], gpu_health=p["gpu_health"],
-                               gpu_health_after=p["gpu_health_after"], accuracy=p.get("accuracy"))
+                               parser=p["parser"], message=p["note"], gpu_health=p.get("gpu_health"),
+                               gpu_health_after=p.get("gpu_health_after"), accuracy=p.get("accuracy"))
     row["duration_s"] = round(p["duration_s"], 1)
     return {"changed": True, "row": st.append("row", **row)}
 
