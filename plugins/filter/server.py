@@ -25,6 +25,7 @@ from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import (
     ProfileError, candidate_chain, option_sets, select_profile)
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.exposure import ExposureError, exposure
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.fallback_budget import BudgetError, fallback_budget
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.unit_host import parse_record
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
     OptionsError, negatable_for, precheck, server_argv as _server_argv, shell_quote as _shell_quote, systemd_exec as _systemd_exec)
 
@@ -100,6 +101,13 @@ def sglang_fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta=N
         raise AnsibleFilterError(str(exc))
 
 
+def json_record(text):
+    """A small JSON record as host_read returned its text (last-known-good's meta.json, the install stamp): the
+    object, or {} when the file is absent or damaged (the deploy transaction names the damage; here it only means
+    no record)."""
+    return parse_record(text, "")[0]
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -112,4 +120,5 @@ class FilterModule(object):
             "sglang_option_sets": sglang_option_sets,
             "sglang_exposure": sglang_exposure,
             "sglang_fallback_budget": sglang_fallback_budget,
+            "json_record": json_record,
         }

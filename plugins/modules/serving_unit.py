@@ -42,10 +42,10 @@ options:
     description: Directory of the last-known-good record (meta.json and its copies).
     type: path
   unit_content:
-    description: The unit file (C(install)).
+    description: The unit file (C(install)); with O(env_content) on C(inspect), the contents whose install to preview.
     type: str
   env_content:
-    description: The environment file (C(install)); never logged.
+    description: The environment file (C(install), the C(inspect) preview); never logged.
     type: str
   stop_unit:
     description: Another unit to stop and disable before the restart (last-known-good's under another name).
@@ -111,6 +111,10 @@ active:
   description: The unit's ActiveState (C(inspect)).
   returned: op=inspect
   type: str
+preview:
+  description: What C(install) of O(unit_content) and O(env_content) would change (unit_changed, env_changed).
+  returned: op=inspect with O(unit_content) and O(env_content)
+  type: dict
 since:
   description: The host clock (epoch seconds) before a restart (C(restart), C(restore)).
   returned: op=restart or op=restore
@@ -171,7 +175,9 @@ def main():
 
     try:
         if p["op"] == "inspect":
-            out = unit_host.inspect("", run, p["unit"], p["unit_dir"], p["env_file"], p["lkg_dir"])
+            preview = {"unit_content": p["unit_content"], "env_content": p["env_content"]} \
+                if p["unit_content"] is not None and p["env_content"] is not None else None
+            out = unit_host.inspect("", run, p["unit"], p["unit_dir"], p["env_file"], p["lkg_dir"], preview)
             # the record carries the environment file (secrets): only whether it is there leaves the host
             lkg = out.pop("lkg")
             out["lkg"] = dict((k, v) for k, v in lkg.items() if k != "env_b64")

@@ -57,6 +57,10 @@ modules:
   returned: always
   type: list
   elements: str
+versions:
+  description: The version of every installed distribution, by its normalised name (PEP 503, e.g. C(sglang)).
+  returned: always
+  type: dict
 reinstall:
   description: Requirement specs (name==version) of the distributions to reinstall.
   returned: always
@@ -79,7 +83,7 @@ def main():
     )
     res = vc.check(module.params["python"], module.params["modules"])
     module.exit_json(changed=False, ok=res["ok"], dists=res["dists"], modules=res["modules"],
-                     reinstall=vc.reinstall_specs(res), summary=vc.summary(res))
+                     versions=res.get("versions", {}), reinstall=vc.reinstall_specs(res), summary=vc.summary(res))
 
 
 if __name__ == "__main__":

@@ -96,12 +96,14 @@ class DeployTransaction(object):
         self.diff = []
         self.changed = False
         self.clock = 0
+        self.live_is_lkg = False
 
     # ---- the whole transaction -------------------------------------------------------------------------------
     def run(self):
         state = self.h.inspect()
         self.lkg = state.get("lkg") or {}
         self.clock = int(state.get("clock") or 0)
+        self.live_is_lkg = bool(state.get("live_is_lkg"))
         if state.get("lkg_problem"):
             self.h.say("WARNING: %s" % state["lkg_problem"])
         active = state.get("active", "inactive")
@@ -238,6 +240,10 @@ class DeployTransaction(object):
             "# sglang_timeout_start_sec_min and three times the load time, rounded up to a minute.\n"
             "[Service]\nTimeoutStartSec=%d\n" % (load_seconds, timeout))
         remove, forget = [], ""
+        if load is None and self.live_is_lkg and all(self.lkg.get(k) == v for k, v in meta.items()):
+            # nothing restarted, the live files are last-known-good's and the record says the same: a no-op deploy
+            # rewrites nothing (serving_unit record would compare and keep it all), so it costs no round trip
+            return
         old_unit = self.lkg.get("unit", s["unit"])
         if old_unit != s["unit"] and self.lkg.get("unit_path"):
             keep = (unit_path, s["env_file"])

@@ -93,7 +93,7 @@ def plays(out):
     return result
 
 
-NCCL_ENV_TASK = "gpuhost.sglang.nccl : Write the serving unit's NCCL environment file"
+NCCL_ENV_TASK = "gpuhost.sglang.nccl : Write /etc/nccl.conf and the serving unit's NCCL environment file"
 
 
 @pytest.mark.parametrize("play", ["deploy.yml", "rebuild.yml"])

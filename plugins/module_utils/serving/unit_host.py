@@ -36,8 +36,9 @@ def read_text(root, path):
         return None
 
 
-def write_atomic(root, path, content, mode):
-    """Write ``content`` to ``path`` by a rename in its directory: a reader sees the old file or the new one."""
+def write_atomic(root, path, content, mode, uid=0, gid=0):
+    """Write ``content`` to ``path`` by a rename in its directory: a reader sees the old file or the new one.
+    Owned by uid:gid (root's by default) when this process may give files away."""
     full = _path(root, path)
     directory = os.path.dirname(full)
     if not os.path.isdir(directory):
@@ -50,7 +51,7 @@ def write_atomic(root, path, content, mode):
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         if os.geteuid() == 0:
-            os.chown(tmp, 0, 0)
+            os.chown(tmp, uid, gid)
         os.rename(tmp, full)
     except BaseException:
         if os.path.exists(tmp):
@@ -98,18 +99,26 @@ def unit_state(run, unit):
     return props.get("ActiveState", "inactive") or "inactive", pid
 
 
-def inspect(root, run, unit, unit_dir, env_file, lkg_dir):
+def parse_record(meta_text, lkg_dir):
+    """(record, problem) of last-known-good's meta.json text: ({}, "") when there is none, ({}, why) when it is
+    damaged (a damaged record is no last-known-good, never a crash)."""
+    if meta_text is None:
+        return {}, ""
+    try:
+        meta = json.loads(meta_text)
+        if not isinstance(meta, dict):
+            raise ValueError("not an object")
+    except ValueError as exc:
+        return {}, "%s/meta.json is not a JSON object (%s): treated as no last-known-good" % (lkg_dir, exc)
+    return meta, ""
+
+
+def inspect(root, run, unit, unit_dir, env_file, lkg_dir, preview=None):
     """What is live and what last-known-good holds. An older record (before the contents were kept in
-    meta.json) is completed from its copies beside it, at the unit's own name and address."""
-    meta_text = read_text(root, os.path.join(lkg_dir, "meta.json"))
-    meta, damaged = {}, ""
-    if meta_text is not None:
-        try:
-            meta = json.loads(meta_text)
-            if not isinstance(meta, dict):
-                raise ValueError("not an object")
-        except ValueError as exc:
-            meta, damaged = {}, "%s/meta.json is not a JSON object (%s): treated as no last-known-good" % (lkg_dir, exc)
+    meta.json) is completed from its copies beside it, at the unit's own name and address. With ``preview``
+    ({unit_content, env_content}): what install() of those contents would change, without writing anything
+    (the first candidate's install then needs no call of its own when nothing would)."""
+    meta, damaged = parse_record(read_text(root, os.path.join(lkg_dir, "meta.json")), lkg_dir)
     if meta and "unit_b64" not in meta:
         unit_copy = read_text(root, os.path.join(lkg_dir, meta.get("unit", unit)))
         env_copy = read_text(root, os.path.join(lkg_dir, "env"))
@@ -126,7 +135,11 @@ def inspect(root, run, unit, unit_dir, env_file, lkg_dir):
     # whether the live files are last-known-good's (the environment file is compared here: it holds secrets)
     same = bool(meta) and meta.get("unit") == unit and live_unit is not None and b64(live_unit) == meta["unit_b64"] \
         and live_env is not None and b64(live_env) == meta["env_b64"]
-    return {"lkg": meta, "lkg_problem": damaged, "active": active, "clock": int(time.time()), "live_is_lkg": same}
+    out = {"lkg": meta, "lkg_problem": damaged, "active": active, "clock": int(time.time()), "live_is_lkg": same}
+    if preview:
+        would = install(root, unit, unit_dir, preview["unit_content"], env_file, preview["env_content"], True)
+        out["preview"] = {"unit_changed": would["unit_changed"], "env_changed": would["env_changed"]}
+    return out
 
 
 def b64(text):

@@ -27,7 +27,8 @@ PROBE = probes.source(venv_check_probe.__name__.rpartition(".")[2])
 
 
 def check(python, modules, run=subprocess.run, timeout=600):
-    """Check the venv of ``python``; return dict(ok, dists=[{dist, version, missing_files, example}], modules, error)."""
+    """Check the venv of ``python``; return dict(ok, dists=[{dist, version, missing_files, example}], modules,
+    versions={normalised name: version}, error)."""
     try:
         res = run([python, "-c", PROBE] + list(modules), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                   universal_newlines=True, timeout=timeout, check=False)
@@ -39,7 +40,8 @@ def check(python, modules, run=subprocess.run, timeout=600):
         tail = (res.stderr or res.stdout).strip().splitlines()
         return {"ok": False, "dists": [], "modules": [],
                 "error": "%s did not run the venv check: %s" % (python, tail[-1] if tail else "rc=%d" % res.returncode)}
-    return {"ok": not (found["dists"] or found["modules"]), "dists": found["dists"], "modules": found["modules"], "error": ""}
+    return {"ok": not (found["dists"] or found["modules"]), "dists": found["dists"], "modules": found["modules"],
+            "versions": found.get("versions", {}), "error": ""}
 
 
 def reinstall_specs(result):

@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Venv check probe (module_utils/serving/venv_check.py): run by the venv's interpreter as ``python -c SOURCE MOD...``.
 
-Prints one JSON object: ``dists`` with installed files missing (RECORD, PEP 376/627, against the disk) and the
-``modules`` of the argument list that cannot be found. Needs importlib.metadata (Python >= 3.8). Byte-code caches
+Prints one JSON object: ``dists`` with installed files missing (RECORD, PEP 376/627, against the disk), the
+``modules`` of the argument list that cannot be found, and the ``versions`` of every installed distribution (by its
+normalised name, PEP 503), so that the role reads the engine's version from the same run. Needs importlib.metadata (Python >= 3.8). Byte-code caches
 may be absent legitimately; files outside site-packages ("../../bin/x") are scripts, not modules.
 """
 
@@ -15,25 +16,32 @@ __metaclass__ = type
 import importlib.util
 import json
 import os
+import re
 import sys
+
+
+def normalize(name):
+    """PEP 503: runs of -, _ and . are one -, lower case."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def scan(modules):
     """The probe's answer for the module names ``modules``."""
     import importlib.metadata as md
-    out, seen = [], set()
+    out, seen, versions = [], set(), {}
     for dist in md.distributions():
         name = dist.metadata["Name"]
         if not name or name.lower() in seen:
             continue
         seen.add(name.lower())
+        versions[normalize(name)] = dist.version
         files = [f for f in (dist.files or []) if "__pycache__" not in f.parts and not f.name.endswith(".pyc")
                  and not f.parts[0].startswith("..")]
         gone = [str(f) for f in files if not os.path.exists(f.locate())]
         if gone:
             out.append({"dist": name, "version": dist.version, "missing_files": len(gone), "example": gone[0]})
     mods = [m for m in modules if importlib.util.find_spec(m) is None]
-    return {"dists": out, "modules": mods}
+    return {"dists": out, "modules": mods, "versions": versions}
 
 
 def main(argv=None):

@@ -20,7 +20,7 @@ def _vars(name):
 
 
 def test_filter_names():
-    assert sorted(F) == ["server_argv", "sglang_candidates", "sglang_exposure", "sglang_fallback_budget", "sglang_option_sets",
+    assert sorted(F) == ["json_record", "server_argv", "sglang_candidates", "sglang_exposure", "sglang_fallback_budget", "sglang_option_sets",
                          "sglang_profile",
                          "sglang_profile_details", "shell_quote", "systemd_exec"]
 

@@ -112,6 +112,20 @@ def test_no_restart_when_the_configuration_is_live():
     assert ops(host, "canary")  # the gate still proves what serves
 
 
+def test_a_no_op_rerun_rewrites_no_record_but_a_stale_record_is_rewritten():
+    """A no-op deploy (nothing restarted, the live files last-known-good's, the record the same) writes nothing:
+    no record call, so no round trip; a record that says something else (another engine version) is rewritten."""
+    host = FakeHost()
+    s = spec(host, ["ok"])
+    run(host, s)
+    records = len(ops(host, "record"))
+    result, failure = run(host, s)
+    assert failure is None and result["changed"] is False and len(ops(host, "record")) == records
+    s["meta"] = dict(s["meta"], engine_version="0.5.18")
+    result, failure = run(host, s)
+    assert len(ops(host, "record")) == records + 1 and host.record_meta()["engine_version"] == "0.5.18"
+
+
 def test_a_failing_fallback_after_a_passing_base_is_never_installed():
     host = FakeHost()
     host.serve(OLD)

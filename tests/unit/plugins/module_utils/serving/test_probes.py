@@ -65,7 +65,8 @@ def test_venv_check_probe_as_a_program(tmp_path):
     out = subprocess.run([sys.executable, "-S", os.path.join(PROBES, "venv_check_probe.py"), "gpuhost_gone"],
                          env=dict(os.environ, PYTHONPATH=str(tmp_path)), capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == {"dists": [{"dist": "gpuhost-gone", "version": "2.0", "missing_files": 1,
-                                                 "example": "gpuhost_gone/__init__.py"}], "modules": ["gpuhost_gone"]}
+                                                 "example": "gpuhost_gone/__init__.py"}], "modules": ["gpuhost_gone"],
+                                      "versions": {"gpuhost-gone": "2.0"}}
 
 
 # ---- venv_probe

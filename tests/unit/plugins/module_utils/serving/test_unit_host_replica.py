@@ -56,3 +56,53 @@ def test_restore_writes_the_record_back_and_restarts_only_when_asked(tmp_path, r
     assert unit_host.read_text(root, "/etc/systemd/system/sglang.service") == "[Service]\nExecStart=old\n"
     assert unit_host.read_text(root, "/etc/sglang/sglang.env") == "A=1\n"
     assert (["restart", "--no-block", "sglang.service"] in run.calls) is restart_it
+
+
+@pytest.mark.parametrize("live_unit, live_env, expect", [
+    ("[Service]\nExecStart=a\n", "A=1\n", {"unit_changed": False, "env_changed": False}),
+    ("[Service]\nExecStart=old\n", "A=1\n", {"unit_changed": True, "env_changed": False}),
+    ("[Service]\nExecStart=a\n", None, {"unit_changed": False, "env_changed": True}),
+])
+def test_inspect_previews_an_install_without_writing(tmp_path, live_unit, live_env, expect):
+    root = str(tmp_path)
+    unit_host.write_atomic(root, "/etc/systemd/system/sglang.service", live_unit, 0o644)
+    if live_env is not None:
+        unit_host.write_atomic(root, "/etc/sglang/sglang.env", live_env, 0o600)
+    out = unit_host.inspect(root, Systemctl(), "sglang.service", "/etc/systemd/system", "/etc/sglang/sglang.env",
+                            "/etc/sglang/last-known-good", {"unit_content": "[Service]\nExecStart=a\n", "env_content": "A=1\n"})
+    assert out["preview"] == expect
+    assert unit_host.read_text(root, "/etc/systemd/system/sglang.service") == live_unit
+    assert unit_host.read_text(root, "/etc/sglang/sglang.env") == live_env
+
+
+class FakeAction(object):
+    """What ModuleHost (plugins/action/serving_deploy.py) calls: _execute_module, answered from a table."""
+
+    def __init__(self, preview):
+        self.calls, self.preview = [], preview
+
+    def _execute_module(self, module_name, module_args, task_vars):
+        self.calls.append((module_name.rpartition(".")[2], module_args.get("op")))
+        if module_args.get("op") == "inspect":
+            return {"lkg": {}, "active": "active", "clock": 1, "live_is_lkg": True, "preview": self.preview}
+        return {"unit_changed": True, "env_changed": False}
+
+
+@pytest.mark.parametrize("preview, second_content, install_calls", [
+    ({"unit_changed": False, "env_changed": False}, "U0", 0),   # the no-op: inspect answered for the install
+    ({"unit_changed": False, "env_changed": False}, "U1", 1),   # another candidate's content: its own call
+    ({"unit_changed": False, "env_changed": True}, "U0", 1),    # something would change: the real install
+])
+def test_module_host_installs_the_first_candidate_in_the_inspect_call_when_nothing_changes(
+        preview, second_content, install_calls):
+    from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import ModuleHost
+    action = FakeAction(preview)
+    args = {"unit": "sglang.service", "unit_dir": "/etc/systemd/system", "env_file": "/etc/sglang/sglang.env",
+            "lkg_dir": "/etc/sglang/lkg", "env_content": "A=1\n", "candidates": [{"unit_content": "U0"}]}
+    host = ModuleHost(action, {"inventory_hostname": "h1"}, args)
+    host.inspect()
+    first = host.install(second_content)
+    assert action.calls.count(("serving_unit", "install")) == install_calls
+    assert first["unit_changed"] is (install_calls == 1)
+    host.install("U0")   # a later install always calls: the preview held for one install only
+    assert action.calls.count(("serving_unit", "install")) == install_calls + 1

@@ -38,8 +38,11 @@ def run_in(site):
 
 def test_whole_venv(tmp_path):
     make_dist(tmp_path, "uvicorn", "0.38.0", ["uvicorn/__init__.py", "uvicorn/main.py"])
+    make_dist(tmp_path, "Flash_Attn.Kernels", "2.8.3", ["flash_attn_kernels/__init__.py"])
     res = vc.check(sys.executable, ["uvicorn"], run=run_in(tmp_path))
-    assert res == {"ok": True, "dists": [], "modules": [], "error": ""}
+    # the same run reads every distribution's version, by its PEP 503 name (the role's engine version)
+    assert res == {"ok": True, "dists": [], "modules": [], "error": "",
+                   "versions": {"uvicorn": "0.38.0", "flash-attn-kernels": "2.8.3"}}
     assert vc.summary(res) == ""
 
 

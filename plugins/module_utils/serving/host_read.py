@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a role reads on a host before it changes anything, in one module call (module host_read).
+
+The same data as ansible.builtin.slurp, stat (with a sha1), find and getent give, in their shapes where a filter
+already reads them (find's path/mode/uid/gid/ischr/isblk; getent's lists), one round trip instead of one each.
+``root`` prefixes every path (tests).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import grp
+import hashlib
+import os
+import pwd
+import stat
+
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import unit_host
+
+MAX_READ = 1 << 20   # the records read here are small; a larger file is a mistake in the request
+
+
+class ReadError(Exception):
+    pass
+
+
+def read_files(root, paths):
+    out = {}
+    for path in paths:
+        full = unit_host._path(root, path)
+        if os.path.isfile(full) and os.path.getsize(full) > MAX_READ:
+            raise ReadError("%s is larger than %d bytes: not a record to read" % (path, MAX_READ))
+        out[path] = unit_host.read_text(root, path)
+    return out
+
+
+def sha1(root, path):
+    full = unit_host._path(root, path)
+    if not os.path.isfile(full):
+        return None
+    digest = hashlib.sha1()
+    with open(full, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def find_nodes(root, paths, patterns, depth):
+    """Character and block device nodes whose base name matches a pattern, down to ``depth`` levels (find's
+    recurse + depth), sorted by path."""
+    found = []
+    for top in paths:
+        base = unit_host._path(root, top)
+        start = base.rstrip(os.sep).count(os.sep)
+        for dirpath, dirnames, filenames in os.walk(base):
+            if dirpath.count(os.sep) - start + 1 >= depth:
+                dirnames[:] = []
+            for name in filenames + dirnames:
+                if not any(fnmatch.fnmatch(name, p) for p in patterns):
+                    continue
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.lstat(full)
+                except OSError:
+                    continue
+                if not (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+                    continue
+                path = full[len(root.rstrip(os.sep)):] if root else full
+                found.append({"path": path, "mode": "%04o" % (st.st_mode & 0o7777), "uid": st.st_uid,
+                              "gid": st.st_gid, "ischr": stat.S_ISCHR(st.st_mode), "isblk": stat.S_ISBLK(st.st_mode)})
+    return sorted(found, key=lambda n: n["path"])
+
+
+def passwd_entry(name):
+    """getent passwd NAME as ansible.builtin.getent gives it: [password, uid, gid, gecos, home, shell], or None."""
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return [pw.pw_passwd, str(pw.pw_uid), str(pw.pw_gid), pw.pw_gecos, pw.pw_dir, pw.pw_shell]
+
+
+def group_db():
+    """getent group as ansible.builtin.getent gives it: {name: [password, gid, 'member,member']}."""
+    return dict((g.gr_name, [g.gr_passwd, str(g.gr_gid), ",".join(g.gr_mem)]) for g in grp.getgrall())
+
+
+def read(root, files=(), checksums=(), exists=(), devices=None, passwd=None, groups=False):
+    out = {"files": read_files(root, files),
+           "checksums": dict((p, sha1(root, p)) for p in checksums),
+           "exists": dict((p, os.path.lexists(unit_host._path(root, p))) for p in exists)}
+    if devices:
+        out["devices"] = find_nodes(root, devices.get("paths") or ["/dev"], devices.get("patterns") or ["*"],
+                                    int(devices.get("depth") or 1))
+    if passwd:
+        out["passwd"] = {passwd: passwd_entry(passwd)}
+    if groups:
+        out["group"] = group_db()
+    return out

@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""host_files (declared directories and files in one call) and host_read (what a role reads first, in one call) on
+a real directory tree; the serving role's no-op deploy relies on both saying "unchanged" exactly when nothing
+differs. The modules themselves run on the sandbox host in stage 50 (deploy, then the changed=0 rerun)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import grp
+import hashlib
+import os
+import pwd
+import stat
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.plugins.filter.server import json_record
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import host_files, host_read
+
+ME = pwd.getpwuid(os.getuid()).pw_name
+MY_GROUP = grp.getgrgid(os.getgid()).gr_name
+
+
+def declared(tmp_path, content="a=1\n", mode="0644"):
+    return ([{"path": "/etc/app", "mode": "0750", "owner": ME, "group": MY_GROUP}],
+            [{"dest": "/etc/app/app.conf", "content": content, "mode": mode, "owner": ME, "group": MY_GROUP}])
+
+
+def test_first_run_creates_the_second_changes_nothing(tmp_path):
+    dirs, files = declared(tmp_path)
+    first = host_files.ensure(str(tmp_path), dirs, files)
+    assert first["changed"] and first["paths"] == {"/etc/app": ["created"], "/etc/app/app.conf": ["created"]}
+    assert (tmp_path / "etc/app/app.conf").read_text() == "a=1\n"
+    assert oct((tmp_path / "etc/app").stat().st_mode & 0o7777) == "0o750"
+    assert host_files.ensure(str(tmp_path), dirs, files) == {"changed": False, "paths": {}, "diff": []}
+
+
+def test_content_and_mode_drift_are_put_back_and_named(tmp_path):
+    dirs, files = declared(tmp_path)
+    host_files.ensure(str(tmp_path), dirs, files)
+    conf = tmp_path / "etc/app/app.conf"
+    conf.write_text("edited by hand\n")
+    os.chmod(str(tmp_path / "etc/app"), 0o777)
+    res = host_files.ensure(str(tmp_path), dirs, files)
+    assert res["paths"] == {"/etc/app": ["mode"], "/etc/app/app.conf": ["content"]}
+    assert res["diff"] == [{"before_header": "/etc/app/app.conf", "after_header": "/etc/app/app.conf",
+                            "before": "edited by hand\n", "after": "a=1\n"}]
+    assert conf.read_text() == "a=1\n"
+    os.chmod(str(conf), 0o600)
+    assert host_files.ensure(str(tmp_path), dirs, files)["paths"] == {"/etc/app/app.conf": ["mode"]}
+    assert oct(conf.stat().st_mode & 0o7777) == "0o644"
+
+
+def test_check_mode_says_what_would_change_and_writes_nothing(tmp_path):
+    dirs, files = declared(tmp_path)
+    files.append({"dest": "/etc/app/other", "content": "x", "owner": "no-such-user-here", "group": MY_GROUP})
+    res = host_files.ensure(str(tmp_path), dirs, files, check_mode=True)
+    assert set(res["paths"]) == {"/etc/app", "/etc/app/app.conf", "/etc/app/other"} and res["changed"]
+    assert not (tmp_path / "etc").exists()
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"owner": "no-such-user-here"}, "user 'no-such-user-here' does not exist"),
+    ({"mode": "rw-r--r--"}, "mode 'rw-r--r--' is not an octal number"),
+    ({"mode": "17777"}, "out of range"),
+])
+def test_bad_declarations_are_named(tmp_path, bad, message):
+    dirs, files = declared(tmp_path)
+    files[0].update(bad)
+    with pytest.raises(host_files.FilesError, match=message):
+        host_files.ensure(str(tmp_path), dirs, files)
+
+
+def test_a_directory_where_a_file_is_declared_is_an_error(tmp_path):
+    (tmp_path / "etc/app/app.conf").mkdir(parents=True)
+    dirs, files = declared(tmp_path)
+    with pytest.raises(host_files.FilesError, match="is a directory"):
+        host_files.ensure(str(tmp_path), dirs, files)
+
+
+def test_read_gives_files_checksums_existence_and_accounts(tmp_path):
+    (tmp_path / "lkg").mkdir()
+    (tmp_path / "lkg/meta.json").write_text('{"argv": ["x"]}')
+    (tmp_path / "req.txt").write_bytes(b"torch==2.13.0\n")
+    out = host_read.read(str(tmp_path), files=["/lkg/meta.json", "/absent"], checksums=["/req.txt", "/absent"],
+                         exists=["/lkg", "/absent"], passwd=ME, groups=True)
+    assert out["files"] == {"/lkg/meta.json": '{"argv": ["x"]}', "/absent": None}
+    assert out["checksums"] == {"/req.txt": hashlib.sha1(b"torch==2.13.0\n").hexdigest(), "/absent": None}
+    assert out["exists"] == {"/lkg": True, "/absent": False}
+    assert out["passwd"][ME][1] == str(os.getuid()) and out["group"][MY_GROUP][1] == str(os.getgid())
+    assert host_read.read(str(tmp_path), passwd="no-such-user-here")["passwd"] == {"no-such-user-here": None}
+
+
+def test_read_refuses_a_large_file(tmp_path):
+    (tmp_path / "big").write_bytes(b"x" * (host_read.MAX_READ + 1))
+    with pytest.raises(host_read.ReadError, match="larger than"):
+        host_read.read(str(tmp_path), files=["/big"])
+
+
+def test_device_nodes_in_find_shape_to_the_given_depth(tmp_path, monkeypatch):
+    """Device nodes cannot be made without privileges here: the walk is checked on regular files standing in for
+    them (lstat reports them as character devices), with the depth find gives (2: /dev/x and /dev/dir/x)."""
+    for rel in ("dev/nvidia0", "dev/nvidiactl", "dev/nvidia-caps/nvidia-cap1", "dev/deep/er/nvidia9", "dev/null"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    real_lstat = os.lstat
+
+    class Node(object):
+        def __init__(self, st):
+            # a regular file reads as a character device (S_IFCHR | 0666); directories stay directories
+            self.st_mode = 0o20666 if stat.S_ISREG(st.st_mode) else st.st_mode
+            self.st_uid, self.st_gid = st.st_uid, st.st_gid
+
+    monkeypatch.setattr(host_read.os, "lstat", lambda p: Node(real_lstat(p)))
+    found = host_read.find_nodes(str(tmp_path), ["/dev"], ["nvidia*"], 2)
+    assert [n["path"] for n in found] == ["/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia0", "/dev/nvidiactl"]
+    assert found[0]["mode"] == "0666" and found[0]["ischr"] and not found[0]["isblk"]
+
+
+@pytest.mark.parametrize("text, record", [
+    (None, {}), ("", {}), ("{not json", {}), ("[1, 2]", {}), ('{"argv": ["a"]}', {"argv": ["a"]})])
+def test_json_record_is_the_object_or_nothing(text, record):
+    assert json_record(text) == record
