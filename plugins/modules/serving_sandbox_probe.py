@@ -62,6 +62,17 @@ options:
     description: Seconds each transient unit may take.
     type: int
     default: 60
+  cache_file:
+    description:
+      - Where a decision without error is kept, with what it was made for (the groups, the user, the policy, the
+        command's binary) and the host's boot id. A later run with the same key answers from it without starting a
+        transient unit (RV(cached)); a changed container (restarted: a new boot id), an upgraded systemd-run or
+        another request probes again. Unset, every run probes.
+    type: path
+  write_cache:
+    description: Write O(cache_file) after a probe (the role passes false in check mode).
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -76,6 +87,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+cached:
+  description: Whether the decision came from O(cache_file) (no transient unit started).
+  returned: always
+  type: bool
 groups:
   description: The groups as the unit writes them, C({name, lines}), the C(DeviceAllow=) lines added.
   returned: always
@@ -107,6 +122,30 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import sandbox
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import unit_host
+
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def _read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return None
+
+
+def _binary_stamp(command):
+    """Size and mtime of the systemd-run binary: an upgrade changes what it accepts."""
+    path = command if os.path.isabs(command) else next(
+        (os.path.join(d, command) for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
+         if os.path.isfile(os.path.join(d, command))), None)
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        st = None
+    return "%s:%d:%d" % (path, st.st_size, int(st.st_mtime)) if st else "absent"
 
 
 def main():
@@ -120,6 +159,8 @@ def main():
             unit=dict(type="str", default="the unit"),
             command=dict(type="list", elements="str", default=["systemd-run"]),
             timeout=dict(type="int", default=60),
+            cache_file=dict(type="path"),
+            write_cache=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -129,8 +170,8 @@ def main():
     except sandbox.SandboxError as exc:
         module.fail_json(msg=str(exc))
     if not p["probe"]:
-        module.exit_json(changed=False, groups=groups, kept=[g["name"] for g in groups], dropped=[], warnings_text=[],
-                         runs=[])
+        module.exit_json(changed=False, cached=False, groups=groups, kept=[g["name"] for g in groups], dropped=[],
+                         warnings_text=[], runs=[])
     counter = [0]
 
     def run(lines):
@@ -147,8 +188,15 @@ def main():
         _jrc, jout, _jerr = module.run_command(["journalctl", "--no-pager", "-o", "cat", "-n", "20", "-u", name])
         return False, "\n".join([out or "", err or "", jout or ""])
 
-    res = sandbox.decide(groups, run, p["policy"], p["unit"])
-    result = dict(changed=False, groups=groups, kept=res["kept"], dropped=res["dropped"], warnings_text=res["warnings"], runs=res["runs"])
+    key = sandbox.cache_key(groups, p["user"], p["policy"], p["command"], _read(BOOT_ID), _binary_stamp(p["command"][0]))
+    res = sandbox.cached(_read(p["cache_file"]) if p["cache_file"] else None, key)
+    cached = res is not None
+    if not cached:
+        res = sandbox.decide(groups, run, p["policy"], p["unit"])
+        if p["cache_file"] and p["write_cache"] and not res["error"]:
+            unit_host.write_atomic("", p["cache_file"], sandbox.cache_record(key, res), 0o644)
+    result = dict(changed=False, cached=cached, groups=groups, kept=res["kept"], dropped=res["dropped"],
+                  warnings_text=res["warnings"], runs=res["runs"])
     if res["error"]:
         module.fail_json(msg=res["error"], **result)
     for w in res["warnings"]:

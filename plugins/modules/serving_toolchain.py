@@ -30,9 +30,12 @@ options:
     type: path
     required: true
   stage:
-    description: C(plan) probes the venv and returns the plan; C(check) also proves it and fails when a piece is missing.
+    description:
+      - C(plan) probes the venv and returns the plan; C(check) also proves it and fails when a piece is missing.
+      - C(auto) is C(check) when the plan installs no package and C(plan) otherwise (RV(checked) says which), so that a
+        host that needs nothing is planned and proven in one call.
     type: str
-    choices: [plan, check]
+    choices: [plan, check, auto]
     default: check
   jit:
     description: The engine's JIT data (C(c_extension), C(cuda_kernels)), from C(sglang_engines) in the role's vars.
@@ -143,6 +146,10 @@ cuda_home:
   returned: always
   type: str
   sample: /usr/local/cuda-13.0
+checked:
+  description: Whether this call also proved the plan (O(stage=check), or O(stage=auto) with nothing to install).
+  returned: always
+  type: bool
 findings:
   description: One entry per checked piece (C(piece), C(ok), C(detail), C(fix)); empty with O(stage=plan).
   returned: always
@@ -168,7 +175,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             python=dict(type="path", required=True),
-            stage=dict(type="str", choices=["plan", "check"], default="check"),
+            stage=dict(type="str", choices=["plan", "check", "auto"], default="check"),
             jit=dict(type="dict", required=True),
             c_mode=dict(type="str", choices=list(toolchain.C_MODES), default="auto"),
             cuda_mode=dict(type="str", default="auto"),
@@ -206,9 +213,12 @@ def main():
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     torch = {"version": probe["dists"].get("torch"), "cuda": plan["cuda_version"], "cuda_source": plan["cuda_source"]}
-    result = dict(changed=False, torch=torch, plan=plan, cuda_home=plan["cuda_home"], probe=probe, findings=[])
-    if p["stage"] == "plan":
+    result = dict(changed=False, torch=torch, plan=plan, cuda_home=plan["cuda_home"], probe=probe, findings=[],
+                  checked=False)
+    # auto: the check in the same call when the plan installs nothing (a no-op deploy: one round trip, one probe)
+    if p["stage"] == "plan" or (p["stage"] == "auto" and (plan["apt_packages"] or plan["pip_packages"])):
         module.exit_json(**result)
+    result["checked"] = True
 
     environ = dict((str(k), str(v)) for k, v in p["environment"].items())
     environ.setdefault("PATH", os.environ.get("PATH", "/usr/bin:/bin"))

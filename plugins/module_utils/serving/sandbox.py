@@ -23,6 +23,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
+import json
 import re
 
 POLICIES = ("drop", "fail")
@@ -143,3 +145,31 @@ def decide(groups, run, policy="drop", unit="the unit"):
     res["dropped"] = refused
     res["warnings"] = [_warning(r, unit) for r in refused]
     return res
+
+
+def cache_key(groups, user, policy, command, boot_id, binary_stamp):
+    """What a decision was made for: the groups (with their DeviceAllow= lines), the user, the policy, the command
+    and its binary's stamp, and the host's boot id (a container whose configuration changed has restarted)."""
+    return hashlib.sha256(json.dumps([groups, user, policy, list(command), (boot_id or "").strip(), binary_stamp],
+                                     sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def cache_record(key, res):
+    """The text of the cache file: the key and the decision (never one with an error)."""
+    if res.get("error"):
+        raise SandboxError("a decision with an error is not kept: %s" % res["error"])
+    return json.dumps({"key": key, "decision": res}, sort_keys=True) + "\n"
+
+
+def cached(text, key):
+    """The decision kept for ``key`` in the cache file's text, or None (absent, damaged or made for another key)."""
+    try:
+        record = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("key") != key or not isinstance(record.get("decision"), dict):
+        return None
+    res = record["decision"]
+    if res.get("error") or not all(k in res for k in ("kept", "dropped", "warnings", "runs")):
+        return None
+    return dict(res, error="")

@@ -140,6 +140,18 @@ def test_plan_stage_checks_nothing(capsys, box):
     assert out["cuda_home"] == "/usr/local/cuda-13.0"
 
 
+def test_auto_stage_plans_only_when_packages_are_to_install_and_proves_in_the_same_call_otherwise(capsys, box, tmp_path):
+    # packages to install: the plan only (the role installs them, then calls the check)
+    code, out = run(capsys, args_for(box, stage="auto", cuda_home="/usr/local/cuda-{cuda_version}", driver_version="470.1.1"))
+    assert code == 0 and out["checked"] is False and out["findings"] == [] and out["plan"]["apt_packages"]
+    # nothing to install (the CPU engine): planned and proven in one call, the findings of a check
+    site = fake_torch(tmp_path / "cpusite", version="2.13.0+cpu", cuda="None")
+    py = exe(tmp_path / "cpuvenv" / "bin" / "python", "#!/bin/sh\nPYTHONPATH=%s exec %s \"$@\"\n" % (site, sys.executable))
+    code, out = run(capsys, args_for(box, stage="auto", python=py, jit={"c_extension": False, "cuda_kernels": False},
+                                     driver_version=None, driver_cuda_version=None, driver_source=None))
+    assert code == 0 and out["checked"] is True and [f["piece"] for f in out["findings"]] == ["CUDA driver"]
+
+
 def test_a_missing_venv_is_a_clear_error(capsys, box, tmp_path):
     code, out = run(capsys, args_for(box, python=str(tmp_path / "nope" / "bin" / "python")))
     assert code == 1 and "nope/bin/python" in out["msg"] and "Traceback" not in out["msg"]

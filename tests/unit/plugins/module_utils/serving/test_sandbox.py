@@ -108,3 +108,24 @@ def test_bad_arguments(call, msg):
     with pytest.raises(sandbox.SandboxError) as exc:
         call()
     assert str(exc.value).startswith(msg)
+
+
+def test_a_kept_decision_answers_the_same_request_on_the_same_boot_only():
+    """A no-op deploy starts no transient unit: the decision is kept with its key; another boot of the container
+    (its configuration changed), another systemd-run or other properties probe again; an error is never kept."""
+    run, _calls = host(refuses={"ProtectProc=invisible"})
+    res = sandbox.decide(groups(), run)
+    key = sandbox.cache_key(groups(), "sglang", "drop", ["systemd-run"], "boot-1\n", "/usr/bin/systemd-run:1:2")
+    text = sandbox.cache_record(key, res)
+    again = sandbox.cached(text, key)
+    assert again["dropped"] == res["dropped"] and again["warnings"] == res["warnings"] and again["error"] == ""
+    for other in (sandbox.cache_key(groups(), "sglang", "drop", ["systemd-run"], "boot-2", "/usr/bin/systemd-run:1:2"),
+                  sandbox.cache_key(groups(), "sglang", "drop", ["systemd-run"], "boot-1", "/usr/bin/systemd-run:9:9"),
+                  sandbox.cache_key(groups()[1:], "sglang", "drop", ["systemd-run"], "boot-1", "/usr/bin/systemd-run:1:2"),
+                  sandbox.cache_key(groups(), "sglang", "fail", ["systemd-run"], "boot-1", "/usr/bin/systemd-run:1:2")):
+        assert sandbox.cached(text, other) is None
+    for damaged in (None, "", "{torn", "[]", '{"key": "%s"}' % key):
+        assert sandbox.cached(damaged, key) is None
+    broken, _calls = host(broken=True)
+    with pytest.raises(sandbox.SandboxError, match="not kept"):
+        sandbox.cache_record(key, sandbox.decide(groups(), broken))
