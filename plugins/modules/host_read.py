@@ -37,8 +37,8 @@ options:
     description: Character and block device nodes to find (C(paths), C(patterns) of base names, C(depth) as in
       C(ansible.builtin.find) with C(recurse)).
     type: dict
-  passwd:
-    description: A user name whose C(getent passwd) entry to return.
+  account:
+    description: A user name whose C(getent passwd) entry to return (in RV(passwd)).
     type: str
   groups:
     description: Return the whole C(getent group) database.
@@ -56,7 +56,7 @@ EXAMPLES = r"""
   gpuhost.sglang.host_read:
     files: [/var/lib/sglang/lkg/meta.json]
     devices: {paths: [/dev], patterns: ["nvidia*"], depth: 2}
-    passwd: sglang
+    account: sglang
     groups: true
   register: host
 """
@@ -81,7 +81,7 @@ devices:
   elements: dict
 passwd:
   description: "{user: [password, uid, gid, gecos, home, shell]} or {user: null}."
-  returned: when passwd is given
+  returned: when account is given
   type: dict
 group:
   description: "{name: [password, gid, members]}."
@@ -100,14 +100,14 @@ def main():
             checksums=dict(type="list", elements="path", default=[]),
             exists=dict(type="list", elements="path", default=[]),
             devices=dict(type="dict"),
-            passwd=dict(type="str"),
+            account=dict(type="str"),
             groups=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
-        res = host_read.read("", p["files"], p["checksums"], p["exists"], p["devices"], p["passwd"], p["groups"])
+        res = host_read.read("", p["files"], p["checksums"], p["exists"], p["devices"], p["account"], p["groups"])
     except (host_read.ReadError, OSError) as exc:
         module.fail_json(msg="host_read: %s" % exc)
     module.exit_json(changed=False, **res)

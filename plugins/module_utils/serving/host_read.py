@@ -89,15 +89,15 @@ def group_db():
     return dict((g.gr_name, [g.gr_passwd, str(g.gr_gid), ",".join(g.gr_mem)]) for g in grp.getgrall())
 
 
-def read(root, files=(), checksums=(), exists=(), devices=None, passwd=None, groups=False):
+def read(root, files=(), checksums=(), exists=(), devices=None, account=None, groups=False):
     out = {"files": read_files(root, files),
            "checksums": dict((p, sha1(root, p)) for p in checksums),
            "exists": dict((p, os.path.lexists(unit_host._path(root, p))) for p in exists)}
     if devices:
         out["devices"] = find_nodes(root, devices.get("paths") or ["/dev"], devices.get("patterns") or ["*"],
                                     int(devices.get("depth") or 1))
-    if passwd:
-        out["passwd"] = {passwd: passwd_entry(passwd)}
+    if account:
+        out["passwd"] = {account: passwd_entry(account)}
     if groups:
         out["group"] = group_db()
     return out

@@ -85,12 +85,12 @@ def test_read_gives_files_checksums_existence_and_accounts(tmp_path):
     (tmp_path / "lkg/meta.json").write_text('{"argv": ["x"]}')
     (tmp_path / "req.txt").write_bytes(b"torch==2.13.0\n")
     out = host_read.read(str(tmp_path), files=["/lkg/meta.json", "/absent"], checksums=["/req.txt", "/absent"],
-                         exists=["/lkg", "/absent"], passwd=ME, groups=True)
+                         exists=["/lkg", "/absent"], account=ME, groups=True)
     assert out["files"] == {"/lkg/meta.json": '{"argv": ["x"]}', "/absent": None}
     assert out["checksums"] == {"/req.txt": hashlib.sha1(b"torch==2.13.0\n").hexdigest(), "/absent": None}
     assert out["exists"] == {"/lkg": True, "/absent": False}
     assert out["passwd"][ME][1] == str(os.getuid()) and out["group"][MY_GROUP][1] == str(os.getgid())
-    assert host_read.read(str(tmp_path), passwd="no-such-user-here")["passwd"] == {"no-such-user-here": None}
+    assert host_read.read(str(tmp_path), account="no-such-user-here")["passwd"] == {"no-such-user-here": None}
 
 
 def test_read_refuses_a_large_file(tmp_path):
