@@ -149,20 +149,22 @@ class ModuleHost(object):
             self.say("%s: still starting after %.0f s (%s)" % (unit, time.monotonic() - start, res.get("health", "")))
 
     def canary(self, base_url):
-        problems = []
+        """Every API of the gate in one serving_bench call (probe_apis): the failed ones' messages, in order."""
         c = self.a["canary"]
-        for api in c.get("apis") or ["completions"]:
-            args = {"base_url": base_url, "api": api, "probes_only": True}
-            for key in ("probe_chat_fields", "probe_max_tokens", "probe_think_tokens", "timeout"):
-                if c.get(key) is not None:
-                    args[key] = c[key]
-            if self.a["api_key"]:
-                args["api_key"] = self.a["api_key"]
-            tv = dict(self.task_vars, ansible_python_interpreter=self.a["canary_python"])
-            res = self._run("gpuhost.sglang.serving_bench", args, tv)
-            if res.get("failed"):
-                problems.append(res.get("msg") or "the %s canary failed" % api)
-        return problems
+        apis = c.get("apis") or ["completions"]
+        args = {"base_url": base_url, "api": apis[0], "probe_apis": apis, "probes_only": True}
+        for key in ("probe_chat_fields", "probe_max_tokens", "probe_think_tokens", "timeout"):
+            if c.get(key) is not None:
+                args[key] = c[key]
+        if self.a["api_key"]:
+            args["api_key"] = self.a["api_key"]
+        tv = dict(self.task_vars, ansible_python_interpreter=self.a["canary_python"])
+        res = self._run("gpuhost.sglang.serving_bench", args, tv)
+        if not res.get("failed"):
+            return []
+        per_api = res.get("apis") or {}
+        return [(per_api.get(api) or {}).get("msg") or "the %s canary failed" % api
+                for api in res.get("failed_apis") or []] or [res.get("msg") or "the canary failed"]
 
     def record(self, meta, timeout_content, remove_paths, forget_unit):
         return self._unit("record", meta=meta, timeout_content=timeout_content, remove_paths=remove_paths,

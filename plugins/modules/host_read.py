@@ -44,6 +44,11 @@ options:
     description: Return the whole C(getent group) database.
     type: bool
     default: false
+  units:
+    description: systemd units whose C(ActiveState) and C(UnitFileState) to return (one C(systemctl show)).
+    type: list
+    elements: str
+    default: []
 notes:
   - Check mode is supported; the module only reads. Give a task that reads secrets C(no_log).
 extends_documentation_fragment:
@@ -87,6 +92,10 @@ group:
   description: "{name: [password, gid, members]}."
   returned: when groups is true
   type: dict
+units:
+  description: "{unit: {active: ActiveState, enabled: UnitFileState}}; a unit systemd does not know reads inactive."
+  returned: when units is given
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -102,12 +111,14 @@ def main():
             devices=dict(type="dict"),
             account=dict(type="str"),
             groups=dict(type="bool", default=False),
+            units=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
-        res = host_read.read("", p["files"], p["checksums"], p["exists"], p["devices"], p["account"], p["groups"])
+        res = host_read.read("", p["files"], p["checksums"], p["exists"], p["devices"], p["account"], p["groups"],
+                             p["units"], module.run_command)
     except (host_read.ReadError, OSError) as exc:
         module.fail_json(msg="host_read: %s" % exc)
     module.exit_json(changed=False, **res)

@@ -117,6 +117,14 @@ options:
     description: Run only the coherence probes (no load); what the serving role's readiness gate uses.
     type: bool
     default: false
+  probe_apis:
+    description:
+      - With O(probes_only), the probes on each of these endpoints in turn, in this one call (the deploy gate's
+        canary of C(sglang_gate_apis)); O(api) is not used then. The result's RV(apis) holds each endpoint's; the call
+        fails when one fails, its message naming each that failed.
+    type: list
+    elements: str
+    choices: [completions, chat]
   probe_max_tokens:
     description:
       - Answer budget, C(max_tokens) of each probe. The expected word must be among the answer's first 12 words;
@@ -350,6 +358,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+apis:
+  description: With O(probe_apis), each endpoint's result (its C(msg), C(failed), C(coherence), C(failure_class)).
+  returned: with probe_apis
+  type: dict
+failed_apis:
+  description: With O(probe_apis), the endpoints whose probes failed, in order.
+  returned: with probe_apis
+  type: list
+  elements: str
 results:
   description: One entry per concurrency level (see docs/bench.md for every field).
   returned: when load ran
@@ -462,7 +479,22 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.runner import
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    result = BenchRun(module.params, check_mode=module.check_mode).execute()
+    p = module.params
+    if p["probe_apis"] and p["probes_only"]:
+        # one process for every endpoint's probes: the canary of a deploy costs one round trip
+        apis, failed = {}, []
+        for api in p["probe_apis"]:
+            result = BenchRun(dict(p, api=api), check_mode=module.check_mode).execute()
+            for w in result.warnings:
+                module.warn("%s: %s" % (api, w))
+            apis[api] = dict(result.out, msg=result.msg, failed=result.failed)
+            if result.failed:
+                failed.append(api)
+        msg = "; ".join(apis[a]["msg"] for a in failed) or "; ".join("%s: %s" % (a, apis[a]["msg"]) for a in apis)
+        if failed:
+            module.fail_json(msg=msg, apis=apis, failed_apis=failed)
+        module.exit_json(msg=msg, apis=apis, failed_apis=[])
+    result = BenchRun(p, check_mode=module.check_mode).execute()
     for w in result.warnings:
         module.warn(w)
     if result.failed:

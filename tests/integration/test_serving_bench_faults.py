@@ -235,3 +235,19 @@ def test_a_slow_phase_is_measured_again_and_passes_a_lasting_one_fails(tmp_path)
         strict, dummy = run_module(tmp_path, base_url=url, confirm_regressions=0, **args)
     assert_failed(strict, "regression")
     assert "confirmed" not in strict["msg"] and "output_throughput baseline" in strict["msg"]
+
+
+def test_probe_apis_gate_each_endpoint_in_one_call(tmp_path):
+    """The deploy canary's one call (probe_apis): a model that answers completions but never a chat probe within its
+    budget (its thinking cut off) fails on chat alone, the message that endpoint's own; a healthy server passes
+    both."""
+    with fake_server("ok", "--reasoning", "open", "--no-think-toggle") as (url, dummy):
+        res, dummy_dt = run_module(tmp_path, base_url=url, probes_only=True, probe_apis=["completions", "chat"],
+                                   probe_think_tokens=0)
+    assert res["failed"] and res["failed_apis"] == ["chat"], res.get("msg")
+    assert res["apis"]["completions"]["failed"] is False and res["apis"]["chat"]["failure_class"] == "incoherent"
+    assert res["msg"] == res["apis"]["chat"]["msg"] and res["msg"].startswith("serving_bench failed [")
+    with fake_server("ok") as (url, dummy):
+        res, dummy_dt = run_module(tmp_path, base_url=url, probes_only=True, probe_apis=["completions", "chat"])
+    assert not res.get("failed") and res["failed_apis"] == [] and sorted(res["apis"]) == ["chat", "completions"]
+    assert all(r["coherence"]["passed"] for r in res["apis"].values())

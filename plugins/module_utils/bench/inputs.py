@@ -34,6 +34,7 @@ def argument_spec():
         probes=dict(type="list", elements="dict"),
         run_probes=dict(type="bool", default=True),
         probes_only=dict(type="bool", default=False),
+        probe_apis=dict(type="list", elements="str", choices=["completions", "chat"]),
         probe_max_tokens=dict(type="int", default=32, no_log=False),
         probe_think_tokens=dict(type="int", default=1024, no_log=False),
         probe_chat_fields=dict(type="dict", default={}),

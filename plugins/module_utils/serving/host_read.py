@@ -89,7 +89,22 @@ def group_db():
     return dict((g.gr_name, [g.gr_passwd, str(g.gr_gid), ",".join(g.gr_mem)]) for g in grp.getgrall())
 
 
-def read(root, files=(), checksums=(), exists=(), devices=None, account=None, groups=False):
+def unit_states(run, units):
+    """{unit: {active, enabled}} from one ``systemctl show`` (ActiveState, UnitFileState; a unit systemd does not know
+    reads inactive and an empty enabled state)."""
+    if not units:
+        return {}
+    rc, out, _err = run(["systemctl", "show", "--property=Id,ActiveState,UnitFileState"] + list(units))
+    states = dict((u, {"active": "inactive", "enabled": ""}) for u in units)
+    if rc != 0:
+        return states
+    for unit, block in zip(units, out.strip().split("\n\n")):
+        fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        states[unit] = {"active": fields.get("ActiveState", "inactive"), "enabled": fields.get("UnitFileState", "")}
+    return states
+
+
+def read(root, files=(), checksums=(), exists=(), devices=None, account=None, groups=False, units=(), run=None):
     out = {"files": read_files(root, files),
            "checksums": dict((p, sha1(root, p)) for p in checksums),
            "exists": dict((p, os.path.lexists(unit_host._path(root, p))) for p in exists)}
@@ -100,4 +115,6 @@ def read(root, files=(), checksums=(), exists=(), devices=None, account=None, gr
         out["passwd"] = {account: passwd_entry(account)}
     if groups:
         out["group"] = group_db()
+    if units:
+        out["units"] = unit_states(run, units)
     return out

@@ -106,3 +106,29 @@ def test_module_host_installs_the_first_candidate_in_the_inspect_call_when_nothi
     assert first["unit_changed"] is (install_calls == 1)
     host.install("U0")   # a later install always calls: the preview held for one install only
     assert action.calls.count(("serving_unit", "install")) == install_calls + 1
+
+
+class CanaryAction(object):
+    def __init__(self, answer):
+        self.calls, self.answer = [], answer
+
+    def _execute_module(self, module_name, module_args, task_vars):
+        self.calls.append((module_name.rpartition(".")[2], dict(module_args), task_vars["ansible_python_interpreter"]))
+        return self.answer
+
+
+@pytest.mark.parametrize("answer, problems", [
+    ({"failed_apis": [], "apis": {}}, []),
+    ({"failed": True, "failed_apis": ["chat"], "apis": {"chat": {"msg": "serving_bench failed [incoherent]: x"}},
+      "msg": "serving_bench failed [incoherent]: x"}, ["serving_bench failed [incoherent]: x"]),
+    ({"failed": True, "msg": "MODULE FAILURE: no python"}, ["MODULE FAILURE: no python"]),
+])
+def test_module_host_canary_is_one_call_for_every_gate_api(answer, problems):
+    from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import ModuleHost
+    action = CanaryAction(answer)
+    args = {"canary": {"apis": ["completions", "chat"], "probe_max_tokens": 32}, "api_key": "",
+            "canary_python": "/opt/sglang/venv/bin/python"}
+    assert ModuleHost(action, {"inventory_hostname": "h1"}, args).canary("http://127.0.0.1:30000") == problems
+    [(module, margs, python)] = action.calls
+    assert module == "serving_bench" and margs["probe_apis"] == ["completions", "chat"] and margs["probes_only"]
+    assert python == "/opt/sglang/venv/bin/python" and margs["probe_max_tokens"] == 32
