@@ -21,8 +21,10 @@ import yaml
 from engine import TINYMODEL, complete, engine_venv_ready, serve  # pylint: disable=import-error
 from fakeserver import ROOT, run_module  # pylint: disable=import-error
 
-# timing: latency baselines compared with reruns, a wall-time bound (stage 30 runs these alone, after the parallel run)
-pytestmark = [pytest.mark.timing, pytest.mark.skipif(
+# timing (stage 30 runs these alone, after the parallel run): the latency baseline compared with reruns, the probes'
+# wall-time bound. The chat canary and the broken models run in the parallel run: they assert classes and counts.
+timing = pytest.mark.timing
+pytestmark = [pytest.mark.skipif(
     not (engine_venv_ready() and os.path.isfile(os.path.join(TINYMODEL, "good", "config.json"))),
     reason="engine venv / tiny model missing: run tests/fixtures/engine-venv.sh and tests/fixtures/tinymodel.sh")]
 
@@ -98,6 +100,7 @@ def throttling_proxy(upstream_url, delay):
         loop.close()
 
 
+@timing
 def test_good_model_passes_the_gate(tmp_path):
     with warm_engine("good") as srv:
         fast, dt = run_module(tmp_path, base_url=srv.base_url, probes_only=True)
@@ -139,6 +142,7 @@ def test_broken_models_fail_the_gate(tmp_path, name, cls):
     assert r["completed"] == 8 and r["coherent"] == 0 and r["output_throughput"] == 0.0
 
 
+@timing
 def test_throttled_engine_is_a_regression_and_unchanged_rerun_passes(tmp_path):
     args = dict(LOAD)
     args.update(concurrency=2, num_prompts=16, trials=3, tolerance=0.25, run_probes=False,

@@ -20,6 +20,10 @@ import pytest
 from ansible_collections.gpuhost.sglang.tests import harness
 from fakeserver import ROOT, fake_server  # pylint: disable=import-error
 
+# Each test starts its own fake server on a free port and writes under its own tmp_path: stage 30's workers may run
+# them side by side (tests/conftest.py)
+XDIST_SCOPE = "test"
+
 
 def run_playbook(tmp_path, url, *extra):
     port = url.rsplit(":", 1)[1]

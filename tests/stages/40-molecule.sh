@@ -31,6 +31,14 @@ if [ -n "${GPUHOST_MOLECULE_ONLY:-}" ]; then
   read -r -a scenarios <<<"$GPUHOST_MOLECULE_ONLY"
 fi
 [ ${#scenarios[@]} -gt 0 ] || { echo "no molecule scenarios found"; exit 1; }
+# Longest first (tests/stages/molecule-seconds: each scenario's measured seconds): with two at a time, a long
+# scenario started last kept one slot busy alone at the end (2026-12-03: sglang, 133 s, started ninth of eleven).
+# A scenario without a figure starts first (a new one may be long); the order changes nothing else.
+seconds_file=tests/stages/molecule-seconds
+mapfile -t scenarios < <(for s in "${scenarios[@]}"; do
+  secs=$(awk -v s="$s" '$1 == s && $2 ~ /^[0-9]+$/ {print $2}' "$seconds_file" 2>/dev/null | tail -n 1)
+  printf '%s %s\n' "${secs:-999999}" "$s"
+done | sort -k1,1nr -k2,2 | cut -d' ' -f2)
 # Check each molecule.yml against the pitfalls of molecule/README.md (a bad one fails as its own
 # scenario) and collect every scenario's host names (to destroy exactly those at the end, never
 # the sandbox's host).
@@ -83,7 +91,7 @@ logs=tests/output/molecule
 mkdir -p "$logs"
 # GPUHOST_MOLECULE_JOBS scenarios at a time (default 2): each has its own hosts, state and log, and
 # testhost.py allocates subnets under a lock, so they cannot collide; a 2-core CI box spends most of a
-# scenario waiting on dpkg, systemd boots and SSH round trips. Results are reported in scenario order.
+# scenario waiting on dpkg, systemd boots and SSH round trips. Results are reported in the order started.
 jobs=${GPUHOST_MOLECULE_JOBS:-2}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "GPUHOST_MOLECULE_JOBS=$jobs is invalid: allowed values are integers >= 1"; exit 1; }
 run_one() {  # scenario -> writes $logs/$1.rc and $logs/$1.secs
