@@ -24,6 +24,14 @@ active -> readiness -> canary; the first pass is recorded as last-known-good (un
 and the later candidates are never touched. When none passes, or the run is interrupted after the live unit
 was touched, last-known-good is restored through ``restore`` and proven with the same readiness wait and
 canary at its own address; without a record the failing unit is stopped. Failure classes are values.
+
+Interrupts: the host raises KeyboardInterrupt from the operation in flight (plugins/action/serving_deploy.py turns
+the worker's first SIGINT into one). The candidate in flight is then a failure of class ``interrupted`` (also
+when it had passed and its record was being written: it is not last-known-good until recorded), the later ones
+are not tried, and the rollback runs as above; the run ends in DeployFailed, never in the interrupt itself, so
+the play reports it and stops. The rollback itself runs to its end through one more interrupt (the step it lands
+in runs again): that interrupt asked for last-known-good, which is what it does. The next one aborts it (the
+action plugin lets Ansible's own handling end the worker then); its time is bounded by the readiness timeout.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,6 +45,7 @@ RESULT_FAILED = "failed"
 RESULT_NOT_TRIED = "not tried"
 RESULT_WOULD = "check mode"
 RESULT_SKIPPED = "skipped"
+CLASS_INTERRUPTED = "interrupted"
 
 
 class DeployFailed(Exception):
@@ -96,16 +105,18 @@ class DeployTransaction(object):
         self.diff = []
         self.changed = False
         self.clock = 0
+        self.interrupts = 0
 
     # ---- the whole transaction -------------------------------------------------------------------------------
     def run(self):
-        state = self.h.inspect()
-        self.lkg = state.get("lkg") or {}
-        self.clock = int(state.get("clock") or 0)
-        if state.get("lkg_problem"):
-            self.h.say("WARNING: %s" % state["lkg_problem"])
-        active = state.get("active", "inactive")
+        index = None
         try:
+            state = self.h.inspect()
+            self.lkg = state.get("lkg") or {}
+            self.clock = int(state.get("clock") or 0)
+            if state.get("lkg_problem"):
+                self.h.say("WARNING: %s" % state["lkg_problem"])
+            active = state.get("active", "inactive")
             for index, cand in enumerate(self.s["candidates"]):
                 known = self.known_failure(index, cand)
                 if known:
@@ -120,12 +131,41 @@ class DeployTransaction(object):
                         self.attempts.append(self._row(later, RESULT_NOT_TRIED))
                     return self.result(index)
         except KeyboardInterrupt:
-            # interrupted (SIGINT to ansible-playbook): the old server serves again before the interrupt goes on
-            if self.touched and not self.s.get("check_mode"):
-                self.h.say("interrupted: restoring last-known-good")
-                self.restore_lkg()
-            raise
+            return self.interrupted(index)
         return self.fail()
+
+    def interrupted(self, index):
+        """The run was interrupted while candidate ``index`` was in flight (None: before the first): it failed with
+        class ``interrupted``, the later ones are not tried, and last-known-good is put back as for a failure."""
+        self.interrupts += 1
+        step = "before its gate decided"
+        if index is not None:
+            rows = [a for a in self.attempts if a["candidate"] == index]
+            if rows and rows[-1]["outcome"] == RESULT_PASSED:
+                # passed, but not recorded: not last-known-good, the old server comes back as for a failure
+                self.attempts.remove(rows[-1])
+                step = "after it passed the gate, before it was recorded as last-known-good"
+            if not rows or rows[-1]["outcome"] == RESULT_PASSED:
+                self.attempts.append(self._row(index, RESULT_FAILED, restarted=self.touched, journal_tail=[], **{
+                    "class": CLASS_INTERRUPTED, "message": "interrupted (SIGINT to ansible-playbook) %s" % step}))
+            for later in range(index + 1, len(self.s["candidates"])):
+                self.attempts.append(self._row(later, RESULT_NOT_TRIED, **{"class": "", "message": "not tried: interrupted"}))
+        self.h.say("interrupted%s: %s" % ("" if index is None else " at candidate %d" % index,
+                                          "restoring last-known-good (interrupt again to abort)" if self.touched
+                                          and not self.s.get("check_mode") else "the live server was not touched"))
+        return self.fail()
+
+    def _again_once(self, step, *args):
+        """One step of the rollback; an interrupt that lands in it runs it again (the first interrupt asked for
+        last-known-good, which the rollback is), the next one goes on (abort)."""
+        try:
+            return step(*args)
+        except KeyboardInterrupt:
+            if self.interrupts:
+                raise
+            self.interrupts += 1
+            self.h.say("interrupted during the rollback: it goes on (interrupt again to abort)")
+            return step(*args)
 
     def known_failure(self, index, cand):
         """A candidate that failed the gate before, in the run that recorded last-known-good, with the same argv
@@ -253,19 +293,20 @@ class DeployTransaction(object):
         lkg = self.lkg
         self.changed = True
         if not lkg:
-            self.h.stop(self.s["unit"])
+            self._again_once(self.h.stop, self.s["unit"])
             self.rollback = {"state": "stopped", "canary": "not run"}
             return self.rollback
-        since = self.h.restore(lkg)
-        self.rollback = prove_lkg(self.h, self.s, lkg, since)
+        since = self._again_once(self.h.restore, lkg)
+        self.rollback = self._again_once(prove_lkg, self.h, self.s, lkg, since)
         return self.rollback
 
     def fail(self):
         s = self.s
         parts = ["No candidate passed the gate on %s." % s.get("host", "this host")]
         for a in self.attempts:
-            parts.append("[candidate %d %s: %s: %s]" % (a["candidate"], a["options"], a["class"], a["message"]))
-        if not self.touched:
+            if a["outcome"] != RESULT_NOT_TRIED:
+                parts.append("[candidate %d %s: %s: %s]" % (a["candidate"], a["options"], a["class"], a["message"]))
+        if not self.touched or s.get("check_mode"):
             parts.append("The live server was not touched.")
         else:
             parts.append(rollback_line(self.restore_lkg()))
@@ -278,7 +319,10 @@ class DeployTransaction(object):
             gate = self._gate_line(passed)
             if passed is not None:
                 msg = msg or gate
+        if passed is None and self.interrupts:
+            gate = "interrupted: no candidate passed the gate"
         return {"changed": self.changed, "passed_candidate": passed, "gate_result": gate, "msg": msg,
+                "interrupted": bool(self.interrupts),
                 "attempts": self.attempts, "live_touched": self.touched, "rollback": self.rollback,
                 "lkg_unit": self.lkg.get("unit", ""), "diffs": [d for d in self.diff if d.get("before") != d.get("after")]}
 
