@@ -377,16 +377,44 @@ class ReplicaRank(object):
         self.changed = False
 
     def phase(self, name):
-        """Returns (this rank's state, whether this phase changed the host); raises DeployFailed from report."""
+        """Returns (this rank's state, whether this phase changed the host); raises DeployFailed from report.
+
+        Interrupted (KeyboardInterrupt from the host operation in flight, or ``interrupted`` in the spec: the
+        play was interrupted while another rank's phase ran, plugins/strategy/interruptible_linear.py): in the
+        deploy round up to the gate, this rank fails with class ``interrupted`` and the phases that follow roll
+        the replica back as for any failure (nothing restarts when the replica had not restarted yet); in the
+        settle phase and the rollback round the step runs again once (a proven pass is recorded, a rollback
+        finishes); the next interrupt ends the phase with it (abort)."""
+        if name not in REPLICA_PHASES:
+            raise ValueError("phase=%r: allowed values %s" % (name, ", ".join(sorted(set(REPLICA_PHASES)))))
+        if name == "report":
+            return self.report(), False
+        if self._deciding(name) and self.s.get("interrupted") and self.st.get("outcome") != RESULT_FAILED:
+            self.fail(CLASS_INTERRUPTED, "interrupted (SIGINT to ansible-playbook) before phase %s" % name)
+            return self.st, self.changed
+        before = dict(self.st)
+        try:
+            self._run_phase(name)
+        except KeyboardInterrupt:
+            if not self._deciding(name):
+                self.st = before
+                self._say("interrupted in phase %s: %s goes on (interrupt again to abort)" % (
+                    name, "the rollback" if self._rolling_back() else "recording the pass"))
+                self._run_phase(name)
+            elif self.st.get("outcome") != RESULT_FAILED:
+                self.st.setdefault("round", "deploy")
+                self.fail(CLASS_INTERRUPTED, "interrupted (SIGINT to ansible-playbook) in phase %s" % name)
+        return self.st, self.changed
+
+    def _run_phase(self, name):
         if name == "prepare":
             self.prepare()
-        elif name == "report":
-            return self.report(), False
-        elif name not in REPLICA_PHASES:
-            raise ValueError("phase=%r: allowed values %s" % (name, ", ".join(sorted(set(REPLICA_PHASES)))))
         elif self.st.get("round") in ("deploy", "rollback") and not self.s.get("check_mode"):
             getattr(self, "_" + name)()
-        return self.st, self.changed
+
+    def _deciding(self, name):
+        """The deploy round before its verdict is settled: an interrupt there fails the candidate."""
+        return name in ("prepare", "stop", "restart", "join", "gate") and self.st.get("round", "deploy") == "deploy"
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def _rolling_back(self):
@@ -427,6 +455,8 @@ class ReplicaRank(object):
     # ---- phases --------------------------------------------------------------------------------------------
     def prepare(self):
         s = self.s
+        self.st = {"rank": self.rank, "round": "deploy", "reasons": [], "touched": False, "outcome": None, "lkg": {},
+                   "rollback": {}}
         state = self.h.inspect()
         if state.get("lkg_problem"):
             self._say("WARNING: %s" % state["lkg_problem"])
@@ -446,7 +476,14 @@ class ReplicaRank(object):
         peers anyway); a rollback restarts it always."""
         if self._rolling_back():
             return ["rolling back"]
+        if self._given_up():
+            return []
         return ["rank %d: %s" % (p.get("rank", i), r) for i, p in enumerate(self.peers) for r in p.get("reasons") or []]
+
+    def _given_up(self):
+        """A rank failed before the replica restarted (interrupted, or a host operation failed): it stays as it is."""
+        return not self._rolling_back() and not self.st.get("restarts") and \
+            any(p.get("outcome") == RESULT_FAILED for p in self.peers + [self.st])
 
     def _stop(self):
         why = self._restarts()
@@ -483,7 +520,7 @@ class ReplicaRank(object):
         self._say("%s restarted, the ranks >= 1 join it" % unit)
 
     def _join(self):
-        if self.rank == 0 or self._failed_already():
+        if self.rank == 0 or self._failed_already() or self._given_up():
             return
         rep, timeout = self.s["replica"], int(self.s["ready_timeout"])
         unit = self._where()[0]

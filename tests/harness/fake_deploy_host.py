@@ -43,6 +43,7 @@ class FakeHost(object):
         self.log = []            # (operation, detail) in order
         self.lines = []          # what the transaction said
         self.interrupt = interrupt
+        self.interrupt_next = False   # True: the next operation, whichever it is, raises KeyboardInterrupt once
         self.calls = {}
         self.clock = 1000
         self.mono = 0.0
@@ -78,6 +79,9 @@ class FakeHost(object):
     # ---- the host interface -------------------------------------------------------------------------------
     def _op(self, name, detail=""):
         self.calls[name] = self.calls.get(name, 0) + 1
+        if self.interrupt_next:
+            self.interrupt_next = False
+            raise KeyboardInterrupt()
         points = [self.interrupt] if isinstance(self.interrupt, tuple) else (self.interrupt or [])
         if (name, self.calls[name]) in [tuple(p) for p in points]:
             raise KeyboardInterrupt()

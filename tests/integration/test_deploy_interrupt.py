@@ -1,0 +1,99 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.sglang contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""SIGINT to a real ansible-playbook while the deploy transaction runs: serving_deploy's own action over a slow fake
+host (tests/integration/files/interrupt/), no test host, a few seconds each.
+
+Under ansible-core's linear strategy the worker used to die at once (ansible/executor/process/worker.py
+``WorkerProcess._term``) and the controller exits without waiting for it: the candidate kept serving, unrecorded;
+the action now restores all the same, unseen. Under gpuhost.sglang.interruptible_linear (playbooks/deploy.yml's) the candidate in flight fails as
+``interrupted``, last-known-good is restored and proven, the play stops with a non-zero exit; a second SIGINT
+aborts the restore."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ansible_collections.gpuhost.sglang.tests import harness
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PLAYBOOK = os.path.join(ROOT, "tests", "integration", "files", "interrupt", "deploy.yml")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+DEADLINE = 120   # the whole run, output or not: a hang fails
+
+
+def sigint(delay=0):
+    def send(proc):
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        return time.monotonic()
+    return send
+
+
+def play(tmp_path, strategy, faults, ready_s=30, canary_s=0, restore_ready_s=0):
+    """Run the playbook; at each line matching ``faults[i][0]`` run ``faults[i][1]`` (sigint()), in order. Returns
+    (rc, output with whitespace collapsed, the fake host's state, seconds from the first SIGINT to the exit)."""
+    state = str(tmp_path / "state.json")
+    env = harness.ansible_env(ANSIBLE_STRATEGY=strategy, GPUHOST_INTERRUPT_STATE=state, PYTHONUNBUFFERED="1",
+                              GPUHOST_INTERRUPT_READY_S=str(ready_s), GPUHOST_INTERRUPT_CANARY_S=str(canary_s),
+                              GPUHOST_INTERRUPT_RESTORE_READY_S=str(restore_ready_s))
+    proc = subprocess.Popen([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", PLAYBOOK], cwd=str(tmp_path), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    text, sent = harness.watch_output(proc, faults, DEADLINE)
+    took = time.monotonic() - sent[0] if sent else None
+    assert len(sent) == len(faults), text[-3000:]
+    with open(state) as fh:
+        return proc.returncode, " ".join(text.split()), json.load(fh), took
+
+
+RESTARTED = r"localhost: candidate 0: restarted \("
+ROLLED_BACK = "Rolled back to last-known-good sglang.service at http://127.0.0.1:30000: ready, canary passed."
+
+
+def test_under_ansible_s_own_strategy_the_controller_does_not_wait_but_the_restore_still_runs(tmp_path):
+    # ansible-core's linear strategy: the controller raises KeyboardInterrupt and exits at once (rc 99) without the
+    # task's result; the worker, whose first SIGINT the action turned into the interrupt, restores all the same
+    rc, out, state, _took = play(tmp_path, "linear", [(RESTARTED, sigint())])
+    assert rc == 99 and "User interrupted execution" in out and ROLLED_BACK not in out, out
+    deadline = time.monotonic() + 20
+    while state["serving"] != {"sglang.service": "old"} and time.monotonic() < deadline:
+        time.sleep(0.2)
+        with open(str(tmp_path / "state.json")) as fh:
+            state = json.load(fh)
+    assert state["serving"] == {"sglang.service": "old"} and state["record"] == "old", state
+
+
+@pytest.mark.parametrize("when,ready_s,canary_s", [
+    (RESTARTED, 30, 0),                                         # during the readiness wait
+    (r"localhost: candidate 0: ready after .*coherence canary", 0, 30),   # during the canary
+])
+def test_an_interrupt_restores_last_known_good_and_fails_the_play(tmp_path, when, ready_s, canary_s):
+    rc, out, state, took = play(tmp_path, "gpuhost.sglang.interruptible_linear", [(when, sigint())], ready_s, canary_s)
+    assert rc not in (0, 99), out   # the play failed (not Ansible's own "User interrupted execution")
+    assert "interrupted: no candidate passed the gate" in out or ": interrupted: interrupted (SIGINT to ansible-playbook)" in out, out
+    assert "[candidate 0 {'n': 0}: interrupted: interrupted (SIGINT to ansible-playbook) before its gate decided]" in out, out
+    assert ROLLED_BACK in out, out
+    assert "the play went on" not in out, out   # the play stopped after the transaction
+    assert state["serving"] == {"sglang.service": "old"} and state["record"] == "old", state
+    assert state["ops"].count("restore") == 1
+    assert took < 30, took   # the restore took its own readiness wait (here 0 s), not the candidate's
+
+
+def test_a_second_interrupt_aborts_the_restore(tmp_path):
+    # the restore's readiness wait takes as long as the candidate's (30 s): the second SIGINT ends it at once
+    rc, out, state, took = play(tmp_path, "gpuhost.sglang.interruptible_linear",
+                                [(RESTARTED, sigint()), (r"restoring last-known-good \(interrupt again to abort\)", sigint(2))],
+                                restore_ready_s=30)
+    assert rc != 0 and ROLLED_BACK not in out, out
+    # aborted in the restore's readiness wait (old restarted, not yet proven); the record untouched
+    assert state["ops"][-2:] == ["restart", "restore"] and state["record"] == "old" and took < 25, (state, took)
+    assert "canary passed" not in out.split("restoring last-known-good")[-1], out
