@@ -156,8 +156,8 @@ options:
   interrupted:
     description:
       - The play was interrupted while this replica's deploy was between two phases (set by the strategy
-        gpuhost.sglang.interruptible_linear): a phase up to the gate fails the candidate with class C(interrupted),
-        and the phases that follow roll the replica back.
+        gpuhost.sglang.interruptible_linear). A phase up to the gate then fails the candidate with class
+        C(interrupted), and the phases that follow roll the replica back.
     type: bool
     default: false
 notes:

@@ -26,10 +26,13 @@ description:
     replica whose deploy is between phases go on (with C(__sglang_interrupted) set, so that each fails as
     interrupted and the replica is rolled back in order), and so does a failed host's rescue section
     (playbooks/deploy.yml puts the host back behind its router there). The run ends non-zero."
-  - The second SIGINT is ansible-core's own answer again: every worker and the controller end at once (abort).
+  - The second SIGINT is ansible-core's own answer again, every worker and the controller end at once (abort).
 options: {}
 notes:
   - playbooks/deploy.yml runs the serving role with it (C(strategy) of the rolling play).
+  - ansible-core 2.19 warns that strategy plugins outside ansible.builtin are deprecated. Under another strategy
+    the action still restores last-known-good after the first SIGINT, but the controller exits without waiting,
+    so its result and the exit status of the restore are not shown.
 """
 
 import os
