@@ -20,13 +20,14 @@ description:
     workers without waiting (C(_cleanup_processes)), and each worker ends itself and its process group with the
     signal's default action (ansible/executor/process/worker.py, C(WorkerProcess._term)). A deploy transaction
     (M(gpuhost.sglang.serving_deploy)) cut there leaves a restarted, unproven candidate serving, unrecorded."
-  - "Here the first SIGINT is passed on only to the workers running M(gpuhost.sglang.serving_deploy), which fail
-    their candidate with class C(interrupted) and restore last-known-good (plugins/action/serving_deploy.py); the
-    other tasks running finish. The play then stops before its next task, except that the phases of a multi-node
+  - "Here the first SIGINT while a deploy transaction is in flight is passed on only to the workers running
+    M(gpuhost.sglang.serving_deploy), which fail their candidate with class C(interrupted) and restore
+    last-known-good (plugins/action/serving_deploy.py); the other tasks running finish. The play then stops before its next task, except that the phases of a multi-node
     replica whose deploy is between phases go on (with C(__sglang_interrupted) set, so that each fails as
     interrupted and the replica is rolled back in order), and so does a failed host's rescue section
     (playbooks/deploy.yml puts the host back behind its router there). The run ends non-zero."
-  - The second SIGINT is ansible-core's own answer again, every worker and the controller end at once (abort).
+  - The second SIGINT is ansible-core's own answer again, every worker and the controller end at once (abort). So is
+    the first one when no deploy transaction is in flight (a long model copy stops at once, as before).
 options: {}
 notes:
   - playbooks/deploy.yml runs the serving role with it (C(strategy) of the rolling play).
@@ -74,11 +75,12 @@ class StrategyModule(LinearStrategy):
         ansible_handler = signal.getsignal(signal.SIGINT)
 
         def first_interrupt(signum, frame):
-            # once: the next SIGINT is ansible-core's own (abort)
+            # once: the next SIGINT is ansible-core's own (abort); so is the first when no deploy is in flight
             signal.signal(signal.SIGINT, ansible_handler)
             if not callable(ansible_handler):
                 raise KeyboardInterrupt()
-            self.interrupt()
+            if not self.interrupt():
+                ansible_handler(signum, frame)
 
         signal.signal(signal.SIGINT, first_interrupt)
         try:
@@ -92,19 +94,24 @@ class StrategyModule(LinearStrategy):
         return result
 
     def interrupt(self):
-        """The first SIGINT: the deploy transactions in flight roll back, the other tasks in flight finish."""
+        """The first SIGINT: the deploy transactions in flight roll back, the other tasks in flight finish. Returns
+        False when no deploy is in flight (nothing to wait for: ansible-core's own answer then)."""
+        deploying = [w for w in self._tqm._workers
+                     if w is not None and w.is_alive() and is_deploy(getattr(w, "_task", None))]
+        if not deploying and not any(self._in_flight.values()):
+            return False
         self._interrupted = True
-        display.warning("Interrupted: a deploy transaction in flight restores last-known-good; no new task starts. "
+        display.warning("Interrupted: the deploy transaction in flight restores last-known-good; no new task starts. "
                         "Interrupt again to abort at once.")
-        for worker in self._tqm._workers:
-            if worker is None or not worker.is_alive() or not is_deploy(getattr(worker, "_task", None)):
-                continue
+        for worker in deploying:
             try:
                 os.kill(worker.pid, signal.SIGINT)
             except OSError:
                 pass   # it ended meanwhile
-        for host in self._in_flight:
-            self._variable_manager.set_host_variable(host, INTERRUPTED_VAR, True)
+        for host, flying in self._in_flight.items():
+            if flying:
+                self._variable_manager.set_host_variable(host, INTERRUPTED_VAR, True)
+        return True
 
     def _get_next_task_lockstep(self, hosts, iterator):
         """After an interrupt, only the phases of a replica deploy between phases run on (to its rollback or its

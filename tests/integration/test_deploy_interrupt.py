@@ -39,15 +39,15 @@ def sigint(delay=0):
     return send
 
 
-def play(tmp_path, strategy, faults, ready_s=30, canary_s=0, restore_ready_s=0):
+def play(tmp_path, strategy, faults, ready_s=30, canary_s=0, restore_ready_s=0, before_s=0):
     """Run the playbook; at each line matching ``faults[i][0]`` run ``faults[i][1]`` (sigint()), in order. Returns
     (rc, output with whitespace collapsed, the fake host's state, seconds from the first SIGINT to the exit)."""
     state = str(tmp_path / "state.json")
     env = harness.ansible_env(ANSIBLE_STRATEGY=strategy, GPUHOST_INTERRUPT_STATE=state, PYTHONUNBUFFERED="1",
                               GPUHOST_INTERRUPT_READY_S=str(ready_s), GPUHOST_INTERRUPT_CANARY_S=str(canary_s),
                               GPUHOST_INTERRUPT_RESTORE_READY_S=str(restore_ready_s))
-    proc = subprocess.Popen([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", PLAYBOOK], cwd=str(tmp_path), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", PLAYBOOK, "-e", "before_s=%d" % before_s],
+                            cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     text, sent = harness.watch_output(proc, faults, DEADLINE)
     took = time.monotonic() - sent[0] if sent else None
     assert len(sent) == len(faults), text[-3000:]
@@ -97,3 +97,13 @@ def test_a_second_interrupt_aborts_the_restore(tmp_path):
     # aborted in the restore's readiness wait (old restarted, not yet proven); the record untouched
     assert state["ops"][-2:] == ["restart", "restore"] and state["record"] == "old" and took < 25, (state, took)
     assert "canary passed" not in out.split("restoring last-known-good")[-1], out
+
+
+def test_an_interrupt_before_the_deploy_stops_at_once(tmp_path):
+    # no deploy in flight (here a 60 s task before it): ansible-core's own answer, nothing waits, nothing deployed
+    with open(str(tmp_path / "state.json"), "w") as fh:
+        json.dump({"ops": []}, fh)
+    rc, out, state, took = play(tmp_path, "gpuhost.sglang.interruptible_linear", [(r"TASK \[Before the deploy\]", sigint(1))],
+                                before_s=60)
+    assert rc == 99 and "User interrupted execution" in out and took < 20, (out, took)
+    assert state == {"ops": []}
