@@ -285,6 +285,10 @@ class ActionModule(ActionBase):
             # a host operation failed: the replica fails (and rolls back) through the phases that follow
             rank.fail("deploy_error", str(exc))
             state, changed = rank.st, True
+        except KeyboardInterrupt:   # a second interrupt in a step that ran again: this phase is aborted
+            result.update(failed=True, interrupted=True, replica=rank.st,
+                          msg="Interrupted twice in phase %s on rank %d: aborted." % (spec["phase"], rank.rank))
+            return result
         if spec["phase"] == "report":
             diffs = state.pop("diffs", [])
             result.update(state)
