@@ -46,8 +46,6 @@ from ansible.utils.display import Display
 display = Display()
 
 DEPLOY_ACTIONS = frozenset(("gpuhost.sglang.serving_deploy", "serving_deploy"))
-# what a multi-node replica's phase reports while its deploy is between phases (plugins/plugin_utils/deploy.py)
-IN_FLIGHT_ROUNDS = ("deploy", "rollback")
 INTERRUPTED_VAR = "__sglang_interrupted"
 
 
@@ -126,9 +124,10 @@ class StrategyModule(LinearStrategy):
         results = super(StrategyModule, self)._process_pending_results(iterator, one_pass=one_pass, max_passes=max_passes)
         for res in results:
             if is_deploy(res.task):
+                # a replica phase before its report (which alone returns gate_result) leaves the deploy in flight
                 data = getattr(res, "_return_data", None) or {}
-                replica = data.get("replica") if isinstance(data.get("replica"), dict) else {}
-                self._in_flight[res.host.name] = replica.get("round") in IN_FLIGHT_ROUNDS and not data.get("failed")
+                self._in_flight[res.host.name] = isinstance(data.get("replica"), dict) and "gate_result" not in data \
+                    and not data.get("failed")
                 if self._interrupted and self._in_flight[res.host.name]:
                     self._variable_manager.set_host_variable(res.host.name, INTERRUPTED_VAR, True)
         return results

@@ -27,6 +27,7 @@ from ansible_collections.gpuhost.sglang.tests import harness
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLAYBOOK = os.path.join(ROOT, "tests", "integration", "files", "interrupt", "deploy.yml")
+REPLICA_PLAYBOOK = os.path.join(ROOT, "tests", "integration", "files", "interrupt", "replica.yml")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 DEADLINE = 120   # the whole run, output or not: a hang fails
 
@@ -39,20 +40,35 @@ def sigint(delay=0):
     return send
 
 
-def play(tmp_path, strategy, faults, ready_s=30, canary_s=0, restore_ready_s=0, before_s=0):
-    """Run the playbook; at each line matching ``faults[i][0]`` run ``faults[i][1]`` (sigint()), in order. Returns
-    (rc, output with whitespace collapsed, the fake host's state, seconds from the first SIGINT to the exit)."""
-    state = str(tmp_path / "state.json")
+def play(tmp_path, strategy, faults, ready_s=30, canary_s=0, restore_ready_s=0, before_s=0, replica_join_s=None):
+    """Run the playbook (the replica's with ``replica_join_s``); at each line matching ``faults[i][0]`` run
+    ``faults[i][1]`` (sigint()), in order. Returns (rc, output with whitespace collapsed, the fake host's state or
+    the replica's ranks' states, seconds from the first SIGINT to the exit)."""
+    state = str(tmp_path / ("state.json" if replica_join_s is None else ""))
     env = harness.ansible_env(ANSIBLE_STRATEGY=strategy, GPUHOST_INTERRUPT_STATE=state, PYTHONUNBUFFERED="1",
                               GPUHOST_INTERRUPT_READY_S=str(ready_s), GPUHOST_INTERRUPT_CANARY_S=str(canary_s),
-                              GPUHOST_INTERRUPT_RESTORE_READY_S=str(restore_ready_s))
-    proc = subprocess.Popen([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", PLAYBOOK, "-e", "before_s=%d" % before_s],
-                            cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              GPUHOST_INTERRUPT_RESTORE_READY_S=str(restore_ready_s),
+                              GPUHOST_INTERRUPT_JOIN_S=str(replica_join_s or 0))
+    cmd = [ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", PLAYBOOK, "-e", "before_s=%d" % before_s] \
+        if replica_join_s is None else [ANSIBLE_PLAYBOOK, "-i", "r0,r1,", "-c", "local", REPLICA_PLAYBOOK]
+    proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     text, sent = harness.watch_output(proc, faults, DEADLINE)
     took = time.monotonic() - sent[0] if sent else None
     assert len(sent) == len(faults), text[-3000:]
+    if replica_join_s is not None:
+        return proc.returncode, " ".join(text.split()), [rank_state(tmp_path, r) for r in (0, 1)], took
     with open(state) as fh:
         return proc.returncode, " ".join(text.split()), json.load(fh), took
+
+
+def rank_state(tmp_path, rank):
+    """What a fake rank serves and what its record holds (the candidate is "new", last-known-good "old-r<N>")."""
+    with open(str(tmp_path / ("rank%d.json" % rank))) as fh:
+        data = json.load(fh)
+    meta = json.loads(data["files"]["/etc/sglang/last-known-good/meta.json"])
+    return {"serving": dict((u, json.loads(v["started_from"])["name"]) for u, v in data["units"].items()
+                            if v["state"] in ("active", "activating")),
+            "record": json.loads(meta["unit_b64"])["name"], "ops": [op for op, _detail in data["log"]]}
 
 
 RESTARTED = r"localhost: candidate 0: restarted \("
@@ -107,3 +123,19 @@ def test_an_interrupt_before_the_deploy_stops_at_once(tmp_path):
                                 before_s=60)
     assert rc == 99 and "User interrupted execution" in out and took < 20, (out, took)
     assert state == {"ops": []}
+
+
+def test_an_interrupt_in_a_replica_phase_rolls_every_rank_back_in_order(tmp_path):
+    # SIGINT while rank 1 waits to join the candidate's rank 0: rank 1 fails as interrupted, the strategy runs the
+    # replica's remaining phases (the gate fails as interrupted), which restore last-known-good on both ranks in order
+    rc, out, ranks, took = play(tmp_path, "gpuhost.sglang.interruptible_linear",
+                                [(r"TASK \[Deploy \| replica phase join\]", sigint(1))], replica_join_s=30)
+    assert rc not in (0, 99), out
+    assert "r1: rank 1: FAILED: interrupted: interrupted (SIGINT to ansible-playbook) in phase join" in out, out
+    assert "the replica restarts in order" in out and "the play went on" not in out, out
+    for r in (0, 1):
+        assert "No candidate passed the gate on r%d (rank %d of 2). [candidate 0 {'n': 0}: interrupted: " % (r, r) in out, out
+    assert out.count(ROLLED_BACK) >= 2, out   # each rank's failure names the rollback
+    assert ranks[0]["serving"] == {"sglang.service": "old-r0"} and ranks[1]["serving"] == {"sglang.service": "old-r1"}, ranks
+    assert [s["record"] for s in ranks] == ["old-r0", "old-r1"], ranks
+    assert took < 30, took
