@@ -11,7 +11,8 @@ DOCUMENTATION = r"""
 name: interruptible_linear
 short_description: Ansible's linear strategy; an interrupt lets a deploy transaction in flight restore last-known-good
 version_added: "0.1.0"
-author: gpuhost.sglang contributors
+author:
+  - gpuhost.sglang contributors (@gpuhost)
 description:
   - The linear strategy of ansible-core (ansible/plugins/strategy/linear.py), with another answer to the first
     SIGINT (Ctrl-C) of ansible-playbook.
@@ -22,7 +23,8 @@ description:
     (M(gpuhost.sglang.serving_deploy)) cut there leaves a restarted, unproven candidate serving, unrecorded."
   - "Here the first SIGINT while a deploy transaction is in flight is passed on only to the workers running
     M(gpuhost.sglang.serving_deploy), which fail their candidate with class C(interrupted) and restore
-    last-known-good (plugins/action/serving_deploy.py); the other tasks running finish. The play then stops before its next task, except that the phases of a multi-node
+    last-known-good (plugins/action/serving_deploy.py); the other tasks running finish. The play then stops
+    before its next task, except that the phases of a multi-node
     replica whose deploy is between phases go on (with C(__sglang_interrupted) set, so that each fails as
     interrupted and the replica is rolled back in order), and so does a failed host's rescue section
     (playbooks/deploy.yml puts the host back behind its router there). The run ends non-zero."

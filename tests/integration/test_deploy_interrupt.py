@@ -112,7 +112,7 @@ def test_a_second_interrupt_aborts_the_restore(tmp_path):
     assert rc != 0 and ROLLED_BACK not in out, out
     # aborted in the restore's readiness wait (old restarted, not yet proven); the record untouched
     assert state["ops"][-2:] == ["restart", "restore"] and state["record"] == "old" and took < 25, (state, took)
-    assert "canary passed" not in out.split("restoring last-known-good")[-1], out
+    assert "canary passed" not in out.rsplit("restoring last-known-good", maxsplit=1)[-1], out
 
 
 def test_an_interrupt_before_the_deploy_stops_at_once(tmp_path):
