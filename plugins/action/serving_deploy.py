@@ -9,6 +9,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import signal
+import threading
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -24,13 +26,57 @@ ARGS = {
     "unit": str, "unit_dir": str, "env_file": str, "lkg_dir": str, "env_content": str, "candidates": list,
     "health_url": str, "base_url": str, "ready_timeout": int, "probes": bool, "canary": dict, "canary_python": str,
     "lkg_update": bool, "retry_failed": bool, "meta": dict, "install_dir": str, "timeout_start_sec_min": int,
-    "api_key": str, "restore": bool, "phase": str, "replica": dict, "peers": list,
+    "api_key": str, "restore": bool, "phase": str, "replica": dict, "peers": list, "interrupted": bool,
 }
 REQUIRED = ("unit", "env_file", "lkg_dir", "health_url", "base_url", "canary_python")
 DEFAULTS = {"unit_dir": "/etc/systemd/system", "ready_timeout": 1800, "probes": True, "canary": {}, "lkg_update": True,
             "retry_failed": False, "meta": {}, "install_dir": "", "timeout_start_sec_min": 300, "api_key": "",
-            "restore": False, "candidates": [], "env_content": None, "phase": "all", "replica": {}, "peers": []}
+            "restore": False, "candidates": [], "env_content": None, "phase": "all", "replica": {}, "peers": [],
+            "interrupted": False}
 REPLICA_KEYS = ("rank", "nnodes", "head_address", "dist_port", "state_file")
+
+
+class InterruptGuard(object):
+    """SIGINT as KeyboardInterrupt inside the deploy transaction, in the worker process that runs this action.
+
+    Ansible's own handling never lets an action see an interrupt: the controller's handler
+    (ansible/executor/task_queue_manager.py, ``TaskQueueManager._signal_handler``) sends SIGINT to each worker and
+    raises KeyboardInterrupt in the controller, whose clean-up then terminates the workers
+    (``_cleanup_processes``: SIGTERM, no wait); the worker's handler (ansible/executor/process/worker.py,
+    ``WorkerProcess._term``) resets the signal to its default action and sends it to the worker's own process
+    group: the worker ends at once, wherever the transaction was (a candidate restarted, unrecorded, still
+    serving). Here the first SIGINT raises KeyboardInterrupt in the transaction, which rolls back and returns a
+    failure of class ``interrupted``; this handler is then gone, so the next SIGINT is Ansible's own again
+    (abort). SIGTERM before the first SIGINT is the same interrupt (the controller goes away); after it, the
+    rollback in flight finishes. The strategy gpuhost.sglang.interruptible_linear keeps the controller waiting
+    for this task's result; under another strategy the controller does not wait, and the rollback still runs.
+    """
+
+    def __init__(self):
+        self.caught = False
+        self.saved = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():   # signal handlers: main thread only
+            for signum, handler in ((signal.SIGINT, self._interrupt), (signal.SIGTERM, self._terminate)):
+                self.saved[signum] = signal.signal(signum, handler)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self.saved.items():
+            signal.signal(signum, handler)
+        self.saved = {}
+        return False
+
+    def _interrupt(self, signum, frame):
+        if signal.SIGINT in self.saved:
+            signal.signal(signal.SIGINT, self.saved.pop(signal.SIGINT))
+        self.caught = True
+        raise KeyboardInterrupt()
+
+    def _terminate(self, signum, frame):
+        if not self.caught:
+            self._interrupt(signum, frame)
 
 
 def check_args(args):
@@ -199,7 +245,10 @@ class ModuleHost(object):
         return not res.get("failed")
 
     def say(self, line):
-        display.display("%s: %s" % (self.inventory_name, line))
+        try:
+            display.display("%s: %s" % (self.inventory_name, line))
+        except (OSError, EOFError, ValueError):
+            pass   # the controller went away (interrupted under another strategy): the rollback goes on unseen
 
 
 class ActionModule(ActionBase):
@@ -210,17 +259,21 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         a = check_args(dict(self._task.args))
-        host = ModuleHost(self, task_vars or {}, a)
+        host = self._deploy_host(task_vars or {}, a)
         spec = dict(a, check_mode=bool(self._task.check_mode), host=host.inventory_name)
         if a["phase"] != "all":
             return self._phase(result, host, spec)
         try:
             tx = DeployTransaction(host, spec)
-            out = tx.restore_only() if a["restore"] else tx.run()
+            with InterruptGuard():
+                out = tx.restore_only() if a["restore"] else tx.run()
         except DeployFailed as exc:
             exc.result.pop("diffs", None)
             result.update(exc.result)
             result.update(failed=True, msg=str(exc))
+            return result
+        except KeyboardInterrupt:   # before the transaction touched anything (restore_only's first look)
+            result.update(failed=True, interrupted=True, msg="Interrupted (SIGINT to ansible-playbook) before any change.")
             return result
         diffs = out.pop("diffs", [])
         result.update(out)
@@ -228,12 +281,17 @@ class ActionModule(ActionBase):
             result["diff"] = diffs
         return result
 
+    def _deploy_host(self, task_vars, a):
+        """The host the transaction drives: through modules (a test stands a fake one in here)."""
+        return ModuleHost(self, task_vars, a)
+
     def _phase(self, result, host, spec):
         """One phase of a multi-node replica's deploy on this rank (plugins/plugin_utils/deploy.py ReplicaRank);
         ``replica`` in the result is this rank's state, which the next phase reads back through ``peers``."""
         rank = ReplicaRank(host, spec, spec["peers"])
         try:
-            state, changed = rank.phase(spec["phase"])
+            with InterruptGuard():
+                state, changed = rank.phase(spec["phase"])
         except DeployFailed as exc:
             diffs = exc.result.pop("diffs", [])
             result.update(exc.result)
@@ -245,6 +303,10 @@ class ActionModule(ActionBase):
             # a host operation failed: the replica fails (and rolls back) through the phases that follow
             rank.fail("deploy_error", str(exc))
             state, changed = rank.st, True
+        except KeyboardInterrupt:   # a second interrupt in a step that ran again: this phase is aborted
+            result.update(failed=True, interrupted=True, replica=rank.st,
+                          msg="Interrupted twice in phase %s on rank %d: aborted." % (spec["phase"], rank.rank))
+            return result
         if spec["phase"] == "report":
             diffs = state.pop("diffs", [])
             result.update(state)

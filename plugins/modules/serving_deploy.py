@@ -25,6 +25,9 @@ description:
   - When no candidate passes, or the run is interrupted after the live unit was touched, last-known-good is put
     back exactly as recorded (unit name, files, address) and proven with the same readiness wait and canary at
     its own address; without a record the failing unit is stopped. The task then fails with every attempt's class.
+  - Interrupted (SIGINT to ansible-playbook, under the strategy gpuhost.sglang.interruptible_linear that
+    playbooks/deploy.yml uses), the candidate in flight fails with class C(interrupted) and last-known-good is put
+    back the same way; the task fails and the play stops. A second SIGINT aborts at once.
   - Check mode says which candidate would restart and why, and runs no gate; diff mode shows the unit file.
   - A multi-node replica deploys its one candidate through the same transaction in phases (O(phase)), the play
     calling each phase on all ranks at once with every rank's state after the previous phase (O(peers)); the
@@ -150,6 +153,13 @@ options:
     type: list
     elements: dict
     default: []
+  interrupted:
+    description:
+      - The play was interrupted while this replica's deploy was between two phases (set by the strategy
+        gpuhost.sglang.interruptible_linear). A phase up to the gate then fails the candidate with class
+        C(interrupted), and the phases that follow roll the replica back.
+    type: bool
+    default: false
 notes:
   - It runs these modules on the host, M(gpuhost.sglang.serving_unit), M(gpuhost.sglang.serving_ready) and
     M(gpuhost.sglang.serving_bench).
@@ -202,6 +212,10 @@ rollback:
 live_touched:
   description: Whether the live unit was restarted or stopped.
   returned: always
+  type: bool
+interrupted:
+  description: Whether the run was interrupted (the candidate in flight then failed with class C(interrupted)).
+  returned: with O(phase=all)
   type: bool
 replica:
   description: This rank's state after the phase (a phase other than C(all)); the next phase reads it in O(peers).

@@ -66,7 +66,7 @@ options:
     description:
       - Where a decision without error is kept, with what it was made for (the groups, the user, the policy, the
         command's binary) and the host's boot id. A later run with the same key answers from it without starting a
-        transient unit (RV(cached)); a changed container (restarted: a new boot id), an upgraded systemd-run or
+        transient unit (RV(cached)); a changed container (restarted, so a new boot id), an upgraded systemd-run or
         another request probes again. Unset, every run probes.
     type: path
   write_cache:

@@ -24,6 +24,14 @@ active -> readiness -> canary; the first pass is recorded as last-known-good (un
 and the later candidates are never touched. When none passes, or the run is interrupted after the live unit
 was touched, last-known-good is restored through ``restore`` and proven with the same readiness wait and
 canary at its own address; without a record the failing unit is stopped. Failure classes are values.
+
+Interrupts: the host raises KeyboardInterrupt from the operation in flight (plugins/action/serving_deploy.py turns
+the worker's first SIGINT into one). The candidate in flight is then a failure of class ``interrupted`` (also
+when it had passed and its record was being written: it is not last-known-good until recorded), the later ones
+are not tried, and the rollback runs as above; the run ends in DeployFailed, never in the interrupt itself, so
+the play reports it and stops. The rollback itself runs to its end through one more interrupt (the step it lands
+in runs again): that interrupt asked for last-known-good, which is what it does. The next one aborts it (the
+action plugin lets Ansible's own handling end the worker then); its time is bounded by the readiness timeout.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,6 +45,7 @@ RESULT_FAILED = "failed"
 RESULT_NOT_TRIED = "not tried"
 RESULT_WOULD = "check mode"
 RESULT_SKIPPED = "skipped"
+CLASS_INTERRUPTED = "interrupted"
 
 
 class DeployFailed(Exception):
@@ -97,17 +106,19 @@ class DeployTransaction(object):
         self.changed = False
         self.clock = 0
         self.live_is_lkg = False
+        self.interrupts = 0
 
     # ---- the whole transaction -------------------------------------------------------------------------------
     def run(self):
-        state = self.h.inspect()
-        self.lkg = state.get("lkg") or {}
-        self.clock = int(state.get("clock") or 0)
-        self.live_is_lkg = bool(state.get("live_is_lkg"))
-        if state.get("lkg_problem"):
-            self.h.say("WARNING: %s" % state["lkg_problem"])
-        active = state.get("active", "inactive")
+        index = None
         try:
+            state = self.h.inspect()
+            self.lkg = state.get("lkg") or {}
+            self.clock = int(state.get("clock") or 0)
+            self.live_is_lkg = bool(state.get("live_is_lkg"))
+            if state.get("lkg_problem"):
+                self.h.say("WARNING: %s" % state["lkg_problem"])
+            active = state.get("active", "inactive")
             for index, cand in enumerate(self.s["candidates"]):
                 known = self.known_failure(index, cand)
                 if known:
@@ -122,12 +133,41 @@ class DeployTransaction(object):
                         self.attempts.append(self._row(later, RESULT_NOT_TRIED))
                     return self.result(index)
         except KeyboardInterrupt:
-            # interrupted (SIGINT to ansible-playbook): the old server serves again before the interrupt goes on
-            if self.touched and not self.s.get("check_mode"):
-                self.h.say("interrupted: restoring last-known-good")
-                self.restore_lkg()
-            raise
+            return self.interrupted(index)
         return self.fail()
+
+    def interrupted(self, index):
+        """The run was interrupted while candidate ``index`` was in flight (None: before the first): it failed with
+        class ``interrupted``, the later ones are not tried, and last-known-good is put back as for a failure."""
+        self.interrupts += 1
+        step = "before its gate decided"
+        if index is not None:
+            rows = [a for a in self.attempts if a["candidate"] == index]
+            if rows and rows[-1]["outcome"] == RESULT_PASSED:
+                # passed, but not recorded: not last-known-good, the old server comes back as for a failure
+                self.attempts.remove(rows[-1])
+                step = "after it passed the gate, before it was recorded as last-known-good"
+            if not rows or rows[-1]["outcome"] == RESULT_PASSED:
+                self.attempts.append(self._row(index, RESULT_FAILED, restarted=self.touched, journal_tail=[], **{
+                    "class": CLASS_INTERRUPTED, "message": "interrupted (SIGINT to ansible-playbook) %s" % step}))
+            for later in range(index + 1, len(self.s["candidates"])):
+                self.attempts.append(self._row(later, RESULT_NOT_TRIED, **{"class": "", "message": "not tried: interrupted"}))
+        self.h.say("interrupted%s: %s" % ("" if index is None else " at candidate %d" % index,
+                                          "restoring last-known-good (interrupt again to abort)" if self.touched
+                                          and not self.s.get("check_mode") else "the live server was not touched"))
+        return self.fail()
+
+    def _again_once(self, step, *args):
+        """One step of the rollback; an interrupt that lands in it runs it again (the first interrupt asked for
+        last-known-good, which the rollback is), the next one goes on (abort)."""
+        try:
+            return step(*args)
+        except KeyboardInterrupt:
+            if self.interrupts:
+                raise
+            self.interrupts += 1
+            self.h.say("interrupted during the rollback: it goes on (interrupt again to abort)")
+            return step(*args)
 
     def known_failure(self, index, cand):
         """A candidate that failed the gate before, in the run that recorded last-known-good, with the same argv
@@ -259,19 +299,20 @@ class DeployTransaction(object):
         lkg = self.lkg
         self.changed = True
         if not lkg:
-            self.h.stop(self.s["unit"])
+            self._again_once(self.h.stop, self.s["unit"])
             self.rollback = {"state": "stopped", "canary": "not run"}
             return self.rollback
-        since = self.h.restore(lkg)
-        self.rollback = prove_lkg(self.h, self.s, lkg, since)
+        since = self._again_once(self.h.restore, lkg)
+        self.rollback = self._again_once(prove_lkg, self.h, self.s, lkg, since)
         return self.rollback
 
     def fail(self):
         s = self.s
         parts = ["No candidate passed the gate on %s." % s.get("host", "this host")]
         for a in self.attempts:
-            parts.append("[candidate %d %s: %s: %s]" % (a["candidate"], a["options"], a["class"], a["message"]))
-        if not self.touched:
+            if a["outcome"] != RESULT_NOT_TRIED:
+                parts.append("[candidate %d %s: %s: %s]" % (a["candidate"], a["options"], a["class"], a["message"]))
+        if not self.touched or s.get("check_mode"):
             parts.append("The live server was not touched.")
         else:
             parts.append(rollback_line(self.restore_lkg()))
@@ -284,7 +325,10 @@ class DeployTransaction(object):
             gate = self._gate_line(passed)
             if passed is not None:
                 msg = msg or gate
+        if passed is None and self.interrupts:
+            gate = "interrupted: no candidate passed the gate"
         return {"changed": self.changed, "passed_candidate": passed, "gate_result": gate, "msg": msg,
+                "interrupted": bool(self.interrupts),
                 "attempts": self.attempts, "live_touched": self.touched, "rollback": self.rollback,
                 "lkg_unit": self.lkg.get("unit", ""), "diffs": [d for d in self.diff if d.get("before") != d.get("after")]}
 
@@ -339,16 +383,44 @@ class ReplicaRank(object):
         self.changed = False
 
     def phase(self, name):
-        """Returns (this rank's state, whether this phase changed the host); raises DeployFailed from report."""
+        """Returns (this rank's state, whether this phase changed the host); raises DeployFailed from report.
+
+        Interrupted (KeyboardInterrupt from the host operation in flight, or ``interrupted`` in the spec: the
+        play was interrupted while another rank's phase ran, plugins/strategy/interruptible_linear.py): in the
+        deploy round up to the gate, this rank fails with class ``interrupted`` and the phases that follow roll
+        the replica back as for any failure (nothing restarts when the replica had not restarted yet); in the
+        settle phase and the rollback round the step runs again once (a proven pass is recorded, a rollback
+        finishes); the next interrupt ends the phase with it (abort)."""
+        if name not in REPLICA_PHASES:
+            raise ValueError("phase=%r: allowed values %s" % (name, ", ".join(sorted(set(REPLICA_PHASES)))))
+        if name == "report":
+            return self.report(), False
+        if self._deciding(name) and self.s.get("interrupted") and self.st.get("outcome") != RESULT_FAILED:
+            self.fail(CLASS_INTERRUPTED, "interrupted (SIGINT to ansible-playbook) before phase %s" % name)
+            return self.st, self.changed
+        before = dict(self.st)
+        try:
+            self._run_phase(name)
+        except KeyboardInterrupt:
+            if not self._deciding(name):
+                self.st = before
+                self._say("interrupted in phase %s: %s goes on (interrupt again to abort)" % (
+                    name, "the rollback" if self._rolling_back() else "recording the pass"))
+                self._run_phase(name)
+            elif self.st.get("outcome") != RESULT_FAILED:
+                self.st.setdefault("round", "deploy")
+                self.fail(CLASS_INTERRUPTED, "interrupted (SIGINT to ansible-playbook) in phase %s" % name)
+        return self.st, self.changed
+
+    def _run_phase(self, name):
         if name == "prepare":
             self.prepare()
-        elif name == "report":
-            return self.report(), False
-        elif name not in REPLICA_PHASES:
-            raise ValueError("phase=%r: allowed values %s" % (name, ", ".join(sorted(set(REPLICA_PHASES)))))
         elif self.st.get("round") in ("deploy", "rollback") and not self.s.get("check_mode"):
             getattr(self, "_" + name)()
-        return self.st, self.changed
+
+    def _deciding(self, name):
+        """The deploy round before its verdict is settled: an interrupt there fails the candidate."""
+        return name in ("prepare", "stop", "restart", "join", "gate") and self.st.get("round", "deploy") == "deploy"
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def _rolling_back(self):
@@ -389,6 +461,8 @@ class ReplicaRank(object):
     # ---- phases --------------------------------------------------------------------------------------------
     def prepare(self):
         s = self.s
+        self.st = {"rank": self.rank, "round": "deploy", "reasons": [], "touched": False, "outcome": None, "lkg": {},
+                   "rollback": {}}
         state = self.h.inspect()
         if state.get("lkg_problem"):
             self._say("WARNING: %s" % state["lkg_problem"])
@@ -408,7 +482,14 @@ class ReplicaRank(object):
         peers anyway); a rollback restarts it always."""
         if self._rolling_back():
             return ["rolling back"]
+        if self._given_up():
+            return []
         return ["rank %d: %s" % (p.get("rank", i), r) for i, p in enumerate(self.peers) for r in p.get("reasons") or []]
+
+    def _given_up(self):
+        """A rank failed before the replica restarted (interrupted, or a host operation failed): it stays as it is."""
+        return not self._rolling_back() and not self.st.get("restarts") and \
+            any(p.get("outcome") == RESULT_FAILED for p in self.peers + [self.st])
 
     def _stop(self):
         why = self._restarts()
@@ -445,7 +526,7 @@ class ReplicaRank(object):
         self._say("%s restarted, the ranks >= 1 join it" % unit)
 
     def _join(self):
-        if self.rank == 0 or self._failed_already():
+        if self.rank == 0 or self._failed_already() or self._given_up():
             return
         rep, timeout = self.s["replica"], int(self.s["ready_timeout"])
         unit = self._where()[0]

@@ -19,9 +19,12 @@ __metaclass__ = type
 import contextlib
 import json
 import os
+import queue
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -57,6 +60,38 @@ def ansible_env(**extra):
                ANSIBLE_NOCOLOR="1")
     env.update(extra)
     return env
+
+
+def watch_output(proc, faults, deadline_s):
+    """Read a child's output (stdout, stderr merged, text) line by line; at the first line matching ``faults[i][0]``
+    (a regex) run ``faults[i][1](proc)``, in order. ``deadline_s`` bounds the whole run, output or not: past it the
+    child is killed and the test fails (a hang fails, it does not wait forever). Returns (output, actions' results)."""
+    lines = queue.Queue()
+
+    def read():
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    out, done = [], []
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            line = ""
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            pytest.fail("%s did not exit within %d s; its output:\n%s" % (proc.args[0], deadline_s, "".join(out)[-3000:]))
+        if line is None:
+            break
+        out.append(line)
+        if len(done) < len(faults) and re.search(faults[len(done)][0], line):
+            done.append(faults[len(done)][1](proc))
+    proc.wait()
+    return "".join(out), done
 
 
 def edit_yaml(path, change):

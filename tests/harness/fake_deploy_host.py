@@ -11,7 +11,8 @@ unit file's content, a JSON object ``{"name", "port", "behave"}`` where behave i
   timeout     never becomes ready;
   incoherent  ready, but the canary fails (NaN or garbage answers).
 ``interrupt`` = (operation, n) raises KeyboardInterrupt at the n-th call (1-based) of that operation, before
-it acts, the way a SIGINT between two tasks would.
+it acts, the way a SIGINT caught by the action plugin during that module call would; a list of such pairs raises
+at each (a second interrupt).
 
 ``ranks(n)`` makes the hosts of an n-rank multi-node replica: they share ``net`` (one log of every rank's
 operations in order); rank 0's dist-init port answers while its unit runs (a server that exits during startup
@@ -42,6 +43,7 @@ class FakeHost(object):
         self.log = []            # (operation, detail) in order
         self.lines = []          # what the transaction said
         self.interrupt = interrupt
+        self.interrupt_next = False   # True: the next operation, whichever it is, raises KeyboardInterrupt once
         self.calls = {}
         self.clock = 1000
         self.mono = 0.0
@@ -77,7 +79,11 @@ class FakeHost(object):
     # ---- the host interface -------------------------------------------------------------------------------
     def _op(self, name, detail=""):
         self.calls[name] = self.calls.get(name, 0) + 1
-        if self.interrupt and self.interrupt[0] == name and self.interrupt[1] == self.calls[name]:
+        if self.interrupt_next:
+            self.interrupt_next = False
+            raise KeyboardInterrupt()
+        points = [self.interrupt] if isinstance(self.interrupt, tuple) else (self.interrupt or [])
+        if (name, self.calls[name]) in [tuple(p) for p in points]:
             raise KeyboardInterrupt()
         self.log.append((name, detail))
         if self.net is not None:

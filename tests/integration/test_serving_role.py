@@ -35,7 +35,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 WHEELHOUSE = os.path.join(ROOT, ".cache", "wheelhouse")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
-ENV = dict(os.environ, GPUHOST_TESTHOST_TAG="ir")
+ENV = dict(os.environ, GPUHOST_TESTHOST_TAG=os.environ.get("GPUHOST_TESTHOST_TAG", "ir"))
 USE_SANDBOX = os.environ.get("GPUHOST_ROLE_TEST_SANDBOX") == "1"
 # A host you deployed yourself: NAME:ADDRESS:INVENTORY (developers; the tests change and restart its server)
 OWN_HOST = os.environ.get("GPUHOST_ROLE_TEST_HOST", "")
@@ -114,19 +114,12 @@ def deploy(host, extra=None, args=()):
 def deploy_with_fault(host, extra, faults, timeout=900):
     """Run a deploy; when a line of its output (a task header, or a progress line of the deploy transaction such as
     "sgrole: candidate 0: restarted (...), waiting for readiness") matches a pattern of ``faults`` ([(regex,
-    action)]), run the action (a callable taking the Popen) once, in order. Returns deploy()'s tuple and the
-    actions' results."""
+    action)]), run the action (a callable taking the Popen) once, in order. ``timeout`` bounds the whole deploy,
+    output or not: past it the test fails (harness.watch_output). Returns deploy()'s tuple and the actions' results."""
     cmd, env = deploy_cmd(host, extra)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines, done, deadline = [], [], time.monotonic() + timeout
-    for line in proc.stdout:
-        lines.append(line)
-        if len(done) < len(faults) and re.search(faults[len(done)][0], line):
-            done.append(faults[len(done)][1](proc))
-        if time.monotonic() > deadline:
-            proc.kill()
-    proc.wait()
-    return result(proc.returncode, "".join(lines)), done
+    text, done = harness.watch_output(proc, faults, timeout)
+    return result(proc.returncode, text), done
 
 
 def ssh(host, command):
@@ -459,10 +452,15 @@ def test_sigint_after_restart_then_rerun_converges(host):
     extra = {"sglang_environment": {"GPUHOST_FAULT": "sigint"}}
     before = assert_record_whole(host)
     (rc, out, _counts), done = deploy_with_fault(host, extra, [
-        (r"candidate 0: restarted \(", lambda proc: proc.send_signal(signal.SIGINT) or True)])
-    assert done and rc != 0, out[-3000:]
-    # interrupted: the record is still the previous one, whole
+        (r"candidate 0: restarted \(", lambda proc: proc.send_signal(signal.SIGINT) or time.monotonic())], timeout=600)
+    took = time.monotonic() - done[0] if done else None
+    # interrupted: the candidate in flight failed as interrupted, last-known-good restored and proven, the play failed
+    assert done and rc not in (0, 99), out[-3000:]
+    assert re.search(r"\[candidate 0 .*?: interrupted: interrupted \(SIGINT to ansible-playbook\)", out), out[-3000:]
+    assert ROLLED_BACK in out, out[-3000:]
+    # the record is still the previous one, whole, and the old server answers again
     assert assert_record_whole(host)["unit_b64"] == before["unit_b64"]
+    assert_lkg_serving(host)
     interrupted = out
     rc, out, _counts = deploy(host, extra)
     assert rc == 0, out[-3000:]
@@ -471,7 +469,8 @@ def test_sigint_after_restart_then_rerun_converges(host):
     assert_lkg_serving(host)
     rc, out2, counts = deploy(host, extra)
     assert rc == 0 and counts.get("changed") == 0, out2[-3000:]
-    record_evidence("sigint_rerun", interrupted, serving=serving_state(host), files=files_hash(host), rerun_changed=counts)
+    record_evidence("sigint_rerun", interrupted, serving=serving_state(host), files=files_hash(host), rerun_changed=counts,
+                    interrupt_to_exit_seconds=round(took, 1))
     back_to_default(host)
 
 

@@ -161,28 +161,59 @@ def test_a_remembered_failure_is_tried_again_after_an_engine_upgrade():
     assert result["attempts"][0]["outcome"] == "failed"
 
 
-STEPS = ["install", "restart", "wait_ready", "canary", "record"]
+STEPS = ["inspect", "install", "restart", "wait_ready", "canary", "record"]
+ROLLED_BACK = "Rolled back to last-known-good sglang.service at http://127.0.0.1:30000: ready, canary passed."
 
 
 @pytest.mark.parametrize("step", STEPS)
 @pytest.mark.parametrize("behaves", [["ok"], ["fail_start", "ok"]])
-def test_an_interrupt_at_each_step_leaves_a_whole_record_and_the_rerun_converges(step, behaves):
+def test_an_interrupt_at_each_step_restores_last_known_good_and_fails_as_interrupted(step, behaves):
     host = FakeHost(interrupt=(step, len(behaves) if step in ("install", "restart", "wait_ready") else 1))
     host.serve(OLD)
     before = host.record_meta()
     s = spec(host, behaves)
-    with pytest.raises(KeyboardInterrupt):
-        DeployTransaction(host, s).run()
-    meta = host.record_meta()
-    assert meta == before, "the record changed although the interrupt came before it was written"
-    if ops(host, "restart"):
-        # the live unit was touched: last-known-good serves again before the interrupt goes on
+    result, failure = run(host, s)   # a failure the play reports, not the interrupt itself
+    assert failure and failure.startswith("No candidate passed the gate on h1."), failure
+    assert result["interrupted"] is True and result["passed_candidate"] is None
+    assert result["gate_result"] == "interrupted: no candidate passed the gate"
+    in_flight = [a for a in result["attempts"] if a.get("class") == "interrupted"]
+    if step == "inspect":
+        assert in_flight == [] and "The live server was not touched." in failure
+    else:
+        assert [a["candidate"] for a in in_flight] == [len(behaves) - 1] and in_flight[0]["outcome"] == "failed"
+        assert ": interrupted: interrupted (SIGINT to ansible-playbook) " in failure
+    assert host.record_meta() == before, "the record changed although the interrupt came before it was written"
+    if ops(host, "restart") or step == "restart":
+        # the live unit was touched (or may have been: the restart was in flight): last-known-good serves again,
+        # through the rollback's own code and proof
         assert ops(host, "restore") == ["sglang.service"] and host.live() == OLD
+        assert ROLLED_BACK in failure and result["rollback"]["canary"] == "passed"
+    else:
+        assert ops(host, "restore") == [] and "The live server was not touched." in failure
     assert host.serving() == {host.unit: "ok"}
+    assert "interrupted" in " ".join(host.lines)
     host.interrupt = None
     result, failure = run(host, s)
     assert failure is None and result["passed_candidate"] == len(behaves) - 1
     assert host.live() == s["candidates"][-1]["unit_content"] and host.record_meta()["unit_b64"] == host.live()
+
+
+@pytest.mark.parametrize("second", [("restore", 1), ("wait_ready", 2), ("canary", 1)])
+def test_a_second_interrupt_aborts_the_restore(second):
+    host = FakeHost(interrupt=[("wait_ready", 1), second])
+    host.serve(OLD)
+    with pytest.raises(KeyboardInterrupt):
+        DeployTransaction(host, spec(host, ["ok"])).run()
+    assert len(ops(host, "restore")) <= 1
+
+
+@pytest.mark.parametrize("step", [("restore", 1), ("wait_ready", 2), ("canary", 1)])
+def test_an_interrupt_during_a_rollback_lets_it_finish(step):
+    host = FakeHost(interrupt=step)
+    host.serve(OLD)
+    result, failure = run(host, spec(host, ["fail_start"]))
+    assert result["attempts"][0]["class"] == "startup_failure" and ROLLED_BACK in failure
+    assert host.live() == OLD and host.serving() == {host.unit: "ok"} and result["interrupted"] is True
 
 
 @pytest.mark.parametrize("record", ["{not json", json.dumps({"argv": ["x"]}), json.dumps(["a list"])])

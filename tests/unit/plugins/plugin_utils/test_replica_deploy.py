@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 import pytest
@@ -34,13 +35,20 @@ def rspec(host, rank, n, behave, name="c0", **extra):
     return s
 
 
-def drive(hosts, behaves, **extra):
-    """Every phase on every rank in order; returns (report results, failure messages, changed per phase)."""
+def drive(hosts, behaves, interrupt_at=None, **extra):
+    """Every phase on every rank in order; returns (report results, failure messages, changed per phase).
+    ``interrupt_at``: the index of the phase in which the play is interrupted: each rank's first host operation in
+    it raises KeyboardInterrupt (the action plugin's SIGINT), and the phases after it run with interrupted=true
+    (what the strategy passes on, plugins/strategy/interruptible_linear.py)."""
     n = len(hosts)
     states, changed = [{} for _host in hosts], []
     results, failures = [None] * n, [None] * n
-    for phase in REPLICA_PHASES:
+    for index, phase in enumerate(REPLICA_PHASES):
         new, flags = [], []
+        for h in hosts:
+            h.interrupt_next = index == interrupt_at
+        if interrupt_at is not None and index > interrupt_at:
+            extra["interrupted"] = True
         for r, h in enumerate(hosts):
             rank = ReplicaRank(h, rspec(h, r, n, behaves[r], **extra), states)
             if phase == "report":
@@ -161,6 +169,49 @@ def test_a_failing_rank_rolls_every_rank_back_to_last_known_good(n, bad, behave)
     rollback = log[[i for i, (_r, o, _d) in enumerate(log) if o == "restore"][0]:]
     assert sorted(r for r, o, _d in rollback if o == "restore") == list(range(n))
     assert [r for r, o, _d in rollback if o == "restart"][0] == 0
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("at", range(REPLICA_PHASES.index("settle")), ids=lambda i: REPLICA_PHASES[i])
+def test_an_interrupt_in_each_phase_fails_as_interrupted_and_leaves_last_known_good_serving(n, at):
+    hosts = serving_old(n)
+    before = [h.record_meta() for h in hosts]
+    results, failures, _changed = drive(hosts, ["ok"] * n, interrupt_at=at)
+    assert all(failures), failures
+    attempt = results[0]["attempts"][0]
+    assert attempt["outcome"] == "failed" and attempt["class"] == "interrupted", attempt
+    assert "interrupted (SIGINT to ansible-playbook)" in attempt["message"]
+    touched = at >= REPLICA_PHASES.index("stop") and any(o in ("stop", "restart") for _r, o, _d in hosts[0].net["log"])
+    if touched:
+        assert "Rolled back to last-known-good sglang.service at http://127.0.0.1:30000: ready, canary passed." in failures[0]
+    else:
+        assert "The live server was not touched." in failures[0] and net_ops(hosts, "restart", "restore") == []
+    for r, h in enumerate(hosts):
+        assert h.serving() == {h.unit: "ok"} and h.record_meta() == before[r]
+        assert json.loads(h.units[h.unit]["started_from"])["name"] == "old-r%d" % r   # the old server serves
+    # a rerun converges: the candidate passes and is recorded on every rank
+    results, failures, _changed = drive(hosts, ["ok"] * n)
+    assert failures == [None] * n
+    assert all(h.record_meta()["unit_b64"] == h.live() == unit_text("c0-r%d" % r, "ok") for r, h in enumerate(hosts))
+
+
+@pytest.mark.parametrize("at", [REPLICA_PHASES.index("settle")] + [i for i, p in enumerate(REPLICA_PHASES) if i > 5 and p != "report"],
+                         ids=lambda i: "%s%s" % (REPLICA_PHASES[i], "-rollback" if i > 5 else ""))
+def test_an_interrupt_in_settle_or_the_rollback_round_lets_it_finish(at):
+    hosts = serving_old(2)
+    behaves = ["incoherent", "ok"] if at > 5 else ["ok", "ok"]
+    results, failures, _changed = drive(hosts, behaves, interrupt_at=at)
+    for r, h in enumerate(hosts):
+        assert h.serving() == {h.unit: "ok"}
+        if at > 5:   # rolled back all the same
+            assert h.live() == unit_text("old-r%d" % r, "ok"), h.log
+        else:        # the pass was proven: recorded all the same
+            assert h.record_meta()["unit_b64"] == h.live() == unit_text("c0-r%d" % r, "ok")
+    if at == 5:
+        assert failures == [None, None]
+    else:
+        assert all(f and f.endswith("Rolled back to last-known-good sglang.service at http://127.0.0.1:30000: ready, canary passed.")
+                   for f in failures), failures
 
 
 def test_a_failing_replica_without_a_record_is_stopped_on_every_rank():
