@@ -44,14 +44,17 @@ def rel(a, b):
 def records_from_row(row):
     """The server's per-request records of one gap.py row as exporter-shaped dicts: the row's own full records when
     it has them (``server_records``), else rebuilt from ``server_per_request`` ([received, dispatched, first token,
-    finished, first chunk sent, completion tokens], seconds after the run's t0)."""
+    finished, first chunk sent, completion tokens(, cached tokens, prompt tokens)], seconds after the run's t0)."""
     if row.get("server_records") is not None:
         return row["server_records"]
     t0 = row.get("t0") or 0.0
     out = []
-    for rcv, _disp, first, fin, sent, ct in row.get("server_per_request") or []:
+    for x in row.get("server_per_request") or []:
+        rcv, _disp, first, fin, sent, ct = x[:6]
         rec = {"request_received_ts": t0 + rcv, "request_finished_ts": t0 + fin,
                "response_sent_to_client_ts": t0 + sent, "completion_tokens": ct}
+        if len(x) >= 8:  # gap.py since it added them: cached and prompt tokens
+            rec.update(cached_tokens=x[6], prompt_tokens=x[7])
         if first is not None and ct > 1 and fin > first:
             rec["decode_throughput"] = (ct - 1) / (fin - first)
         out.append(rec)
