@@ -79,10 +79,13 @@ def test_every_difference_over_five_percent_gets_a_line(gx, tmp_path):
             "the whole window holds 1 warmup request(s) and 1.00 s idle after them") in text
     assert ("anchor vs ours c=4 x 4: server-window rate 128 vs 102 tok/s (+25.0%)" in text and
             "90% vs 0% of the prompt tokens were already in the radix cache" in text)
+    assert ("ours c=4 x 4: TPOT p50 2.50 ms at the client, 36.98 ms by the server's timestamps (-93.2%): outside the "
+            "server's timers, unexplained by these records") in text
+    assert "TTFT p50 21.00" not in text  # 21 vs 20 ms: over 5% but within 1 ms
     # the same rates with the same prompts (no cache difference) and no eviction counters: nothing explains it
     raw, srv = write_run(tmp_path, rows, anchor_run(1000.0, cached=0) + ours)
     text = gx.report(gx.load(raw, srv))
-    assert text.endswith("(+25.0%), server TPOT p50 29.05 vs 36.98 ms: unexplained")
+    assert text.splitlines()[-1].endswith("(+25.0%), server TPOT p50 29.05 vs 36.98 ms: unexplained")
 
 
 def test_a_tool_clock_longer_than_the_server_window_is_named(gx):

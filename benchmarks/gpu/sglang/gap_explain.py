@@ -167,6 +167,22 @@ def explain_tool(a):
     return "%s %s: %+.1f%% against the server's main-request window: unexplained" % (a["arm"], level(a), 100 * d)
 
 
+def explain_latency(a, min_ms=1.0):
+    """Lines for a tool's TTFT or TPOT median over 5% (and over ``min_ms``) off the server's own. The server's TTFT
+    runs from request_received_ts to the first chunk handed to the HTTP layer, its TPOT over the decode that follows
+    (tokenizer_manager.py): what the client sees beyond them (connection, request parsing before the server's clock,
+    delivery) has no record here, so such a line ends 'unexplained'."""
+    out = []
+    for name, tool_key, srv_key in (("TTFT", "tool_ttft_p50_ms", "ttft_p50_ms"), ("TPOT", "tool_tpot_p50_ms",
+                                                                                 "tpot_p50_ms")):
+        t, s = a.get(tool_key), a["server"].get(srv_key)
+        d = rel(t, s)
+        if d is not None and abs(d) > TOLERANCE and abs(t - s) > min_ms:
+            out.append("%s %s: %s p50 %.2f ms at the client, %.2f ms by the server's timestamps (%+.1f%%): outside the "
+                       "server's timers, unexplained by these records" % (a["arm"], level(a), name, t, s, 100 * d))
+    return out
+
+
 def explain_pair(ref, other):
     """The ground-truth line for two arms of one level whose server-window rates differ by over 5%, or None."""
     a, b = ref["server"], other["server"]
@@ -227,6 +243,9 @@ def report(analyses, reference="ours"):
             line = explain_tool(m)
             if line:
                 notes.append(line)
+            m["tool_ttft_p50_ms"] = median([r["tool_ttft_p50_ms"] for r in runs])
+            m["tool_tpot_p50_ms"] = median([r["tool_tpot_p50_ms"] for r in runs])
+            notes.extend(explain_latency(m))
         ref = arms.get(reference)
         if ref:
             for arm, runs in arms.items():
