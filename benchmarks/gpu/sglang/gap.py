@@ -504,7 +504,7 @@ def arm_of(row):
 
 def summary(rows):
     """The table: per (c, prompts) and tool the medians over repetitions (n = runs)."""
-    lines = ["c | prompts | tool | n | out tok/s | counter tok/s | server makespan tok/s | TTFT p50 (srv hist, srv req) "
+    lines = ["c | prompts | arm | n | out tok/s | counter tok/s | server makespan tok/s | TTFT p50 (srv hist, srv req) "
              "| TPOT p50 (srv req) | ITL p50 / p99 (srv hist p99) | arrival spread s | client CPU (util) | "
              "top server proc util | prompt tok/req (counter) | gaps>100ms"]
     keys, arms = [], []
