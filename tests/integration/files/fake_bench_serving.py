@@ -45,7 +45,7 @@ def cli_main():
         out = json.loads(urllib.request.urlopen(req, timeout=60).read())
         return time.monotonic() - t, out["usage"]["completion_tokens"]
 
-    for _ in range(a.warmup_requests or 0):  # bench_serving: warmup, then a second of sleep, then its clock starts
+    for dummy in range(a.warmup_requests or 0):  # bench_serving: warmup, then a second of sleep, then its clock starts
         one(0)
     time.sleep(1.0)
     t0 = time.monotonic()
