@@ -46,7 +46,7 @@ def test_server_records_are_read_once_and_timed_from_the_run(tmp_path, monkeypat
     # first token = finished - (tokens - 1) / decode_throughput = 201.2 - 0.18 = 201.02
     assert srv["requests"] == 2 and srv["arrival_spread_s"] == 0.1 and srv["makespan_s"] == 0.2
     assert srv["ttft_p50_ms"] == 20.0 and srv["tpot_p50_ms"] == round(1000 * 0.18 / 63, 3)
-    assert srv["out_tok_s"] == 640.0 and per_req[0] == [1.0, 1.001, 1.02, 1.2, 1.201, 64]
+    assert srv["out_tok_s"] == 640.0 and per_req[0] == [1.0, 1.001, 1.02, 1.2, 1.201, 64, None, None]
 
 
 def test_gap_experiment_quick_plan_against_the_replay(tmp_path):
