@@ -364,10 +364,12 @@ class Replay(object):
 
     COUNTERS = ("sglang:generation_tokens_total", "sglang:prompt_tokens_total", "sglang:num_requests_total")
 
-    def __init__(self, path, speed=1.0):
+    def __init__(self, path, speed=1.0, export_dir=None):
         with open(path) as f:
             self.rec = json.load(f)
         self.speed = speed
+        self.export_dir = export_dir
+        self.flushes = 0
         self.model = None
         self.by_prompt = {}
         for name, ex in self.rec.items():
@@ -407,6 +409,7 @@ class Replay(object):
     async def send(self, request, name):
         ex = self.rec[name]
         t0 = time.monotonic()
+        received = time.time()
         headers = dict((k, v) for k, v in ex["headers"] if k.lower() in ("content-type",))
         resp = web.StreamResponse(status=ex["status"], headers=headers)
         await resp.prepare(request)
@@ -421,7 +424,32 @@ class Replay(object):
             self.served["sglang:generation_tokens_total"] += usage.get("completion_tokens") or 0
             self.served["sglang:prompt_tokens_total"] += usage.get("prompt_tokens") or 0
             self.served["sglang:num_requests_total"] += 1
+            self.export(received, ex, usage)
         return resp
+
+    def export(self, received, ex, usage):
+        """One record a served completion, as SGLang 0.5.17's --export-metrics-to-file writes it (python/sglang/srt/
+        observability/request_metrics_exporter.py FileRequestMetricsExporter: the request's meta_info, one JSON line
+        a request, in DIR/sglang-request-metrics-YYYYMMDD_HH.log; the field names from req_time_stats.py
+        convert_to_output_meta_info and tokenizer_manager.py)."""
+        if not self.export_dir:
+            return
+        now = time.time()
+        first = received + (ex["reads"][0][0] * self.speed if ex.get("reads") else 0.0)
+        ct = usage.get("completion_tokens") or 0
+        rec = {"request_received_ts": received, "api_server_dispatch_finish_ts": received,
+               "response_sent_to_client_ts": first, "request_finished_ts": now, "prompt_tokens": usage.get(
+                   "prompt_tokens"), "completion_tokens": ct, "cached_tokens": 0, "e2e_latency": now - received,
+               "request_parameters": "{}"}
+        if ct > 1 and now > first:
+            rec["decode_throughput"] = (ct - 1) / (now - first)
+        path = os.path.join(self.export_dir, time.strftime("sglang-request-metrics-%Y%m%d_%H.log"))
+        with open(path, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    async def flush_cache(self, request):  # sglang 0.5.17 http_server.py /flush_cache: GET or POST, 200 when idle
+        self.flushes += 1
+        return web.Response(text="Cache flushed.\n")
 
     @staticmethod
     def usage(ex):
@@ -531,6 +559,7 @@ def main(argv=None):
     ap.add_argument("--metrics-prefix", default="sglang:", choices=["sglang:", "sglang_"])
     ap.add_argument("--replay", help="serve a recording of a real server (see Replay)")
     ap.add_argument("--replay-speed", type=float, default=1.0, help="scale the recorded read offsets")
+    ap.add_argument("--export-metrics-to-file-dir", help="replay: write SGLang's per-request records here")
     a = ap.parse_args(argv)
     fake = Fake(a)
     if a.metrics:
@@ -539,7 +568,8 @@ def main(argv=None):
         fake.metrics = SglangMetrics(a.model, a.metrics_prefix, a.metrics_skew)
     app = web.Application(client_max_size=16 << 20)
     if a.replay:
-        rep = Replay(a.replay, a.replay_speed)
+        rep = Replay(a.replay, a.replay_speed, a.export_metrics_to_file_dir)
+        app.router.add_route("*", "/flush_cache", rep.flush_cache)
         for path in ("/health", "/health_generate", "/v1/models", "/get_server_info", "/metrics"):
             app.router.add_get(path, rep.get)
         app.router.add_post("/v1/completions", rep.post)

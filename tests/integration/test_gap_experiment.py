@@ -46,7 +46,7 @@ def test_server_records_are_read_once_and_timed_from_the_run(tmp_path, monkeypat
     # first token = finished - (tokens - 1) / decode_throughput = 201.2 - 0.18 = 201.02
     assert srv["requests"] == 2 and srv["arrival_spread_s"] == 0.1 and srv["makespan_s"] == 0.2
     assert srv["ttft_p50_ms"] == 20.0 and srv["tpot_p50_ms"] == round(1000 * 0.18 / 63, 3)
-    assert srv["out_tok_s"] == 640.0 and per_req[0] == [1.0, 1.001, 1.02, 1.2, 1.201, 64]
+    assert srv["out_tok_s"] == 640.0 and per_req[0] == [1.0, 1.001, 1.02, 1.2, 1.201, 64, None, None]
 
 
 def test_gap_experiment_quick_plan_against_the_replay(tmp_path):
@@ -83,3 +83,39 @@ def test_gap_experiment_quick_plan_against_the_replay(tmp_path):
         saved = [json.loads(line) for line in f]
     assert len(saved) == 1 and "request_parameters" not in saved[0]
     assert sorted(os.listdir(str(out))) == ["anchor.log", "gap-raw.jsonl", "gap-summary.txt", "server-requests.jsonl.xz"]
+
+
+def test_gap_explain_plan_interleaves_the_arms_with_the_servers_own_records(tmp_path):
+    """The explain plan end to end: c=1 first, every arm at each level (ours, bench_serving on /v1/completions and on
+    /generate with our prompts, bench_serving on its own prompts), the cache flushed before every run, the server's
+    per-request records attributed to each run by arrival time with the anchor's warmup left out, and the summary
+    with the ground-truth lines."""
+    assert os.access(ENGINE_PY, os.X_OK) and os.path.isdir(MODEL), "stage 20 fixtures missing (engine venv, tiny model)"
+    work, out = tmp_path / "w", tmp_path / "out"
+    (work / "reqmetrics").mkdir(parents=True)
+    with fake_server("ok", "--replay", REC, "--export-metrics-to-file-dir", str(work / "reqmetrics")) as (url, proc):
+        (work / "server.pid").write_text(str(proc.pid))
+        env = dict(os.environ, SGLANG_WORKDIR=str(work), PYTHONPATH=os.path.join(HERE, "files"))
+        cmd = [ENGINE_PY, os.path.join(ROOT, "benchmarks", "gpu", "sglang", "gap.py"), "--base-url", url,
+               "--out", str(out), "--model-dir", MODEL, "--plan", "explain-quick", "--anchor-module",
+               "fake_bench_serving"]
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout, dummy = p.communicate(timeout=300)
+    assert p.returncode == 0, stdout[-3000:]
+    rows = [json.loads(line) for line in (out / "gap-raw.jsonl").read_text().splitlines()]
+    runs = [r for r in rows if r["tool"] in ("ours", "anchor") and not r.get("warmup")]
+    four = ["ours", "anchor-oai", "anchor-gen", "anchor-ids"]
+    assert [(r["arm"], r["c"]) for r in runs] == [(a, 1) for a in four[:3]] + [(a, 16) for a in four * 2]
+    for r in runs:
+        assert not r.get("error") and r["flushed"][0] == 200, r
+        main = r["server_main"]
+        assert main["requests"] == r["num_prompts"] and main["warmup_requests"] == r["warmups"], r
+        if r["tool"] == "anchor":  # its warmup request, then its second of sleep, before its main requests
+            assert r["warmups"] == 1 and main["idle_after_warmup_s"] >= 0.9 and main["whole_rate"] < main["rate"]
+        assert len(r["server_per_request"]) == r["num_prompts"] + r["warmups"]
+    summary = (out / "gap-summary.txt").read_text()
+    assert "16 | 32 | anchor-gen | 2 |" in summary and "server-window tok/s | tool vs server" in summary
+    assert "against the server's whole-run window" in summary  # the anchor's warmup and idle, explained
+    with lzma.open(str(out / "server-requests.jsonl.xz"), "rt") as f:
+        assert len(f.read().splitlines()) == sum(r["num_prompts"] + r["warmups"] for r in rows
+                                                 if r["tool"] in ("ours", "anchor"))

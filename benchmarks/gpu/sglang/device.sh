@@ -9,7 +9,9 @@
 #   OUT=... bash benchmarks/gpu/sglang/device.sh gap                restart timing, then the c=256 gap experiment
 #                                                                    (gap.py); start the server first with
 #                                                                    start --export-metrics-to-file
-#                                                                    --export-metrics-to-file-dir /tmp/sglang/reqmetrics
+#                                                                    --export-metrics-to-file-dir /tmp/sglang/reqmetrics;
+#                                                                    gap --restart-cmd '' --plan explain --budget-s 330:
+#                                                                    the like-for-like arms, no restart (gap.py)
 #   OUT=... bash benchmarks/gpu/sglang/device.sh tune [ARGS...]    unpack (once), the tuning campaign (tune.py; it
 #                                                                   starts its own servers: no start before it)
 #   bash benchmarks/gpu/sglang/device.sh ansible-zip                HERE, before: Ansible's module_utils into

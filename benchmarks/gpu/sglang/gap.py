@@ -4,7 +4,13 @@ server's own ground truth around every run. One device run:
 
 1. restart timing (``--restart-cmd``, e.g. ``bash benchmarks/gpu/sglang/device.sh restart``: stop, start again with
    the JIT cache warm, time to ready);
-2. a warm-up run, then per plan entry (concurrency, prompts, repetitions) ours then anchor, repeated: interleaved;
+2. a warm-up run, then per plan entry (concurrency, prompts, repetitions, arms, flush) each arm in turn, repeated:
+   interleaved (ours, anchor, ours, anchor). The arms (ARMS): ours on /v1/completions; bench_serving with
+   ``--backend sglang-oai`` (/v1/completions) and with ``--backend sglang`` (/generate), both sent our own prompts
+   (its ``custom`` dataset: a JSON-lines file of them, output length fixed with ``--sharegpt-output-len``); and
+   bench_serving on its own ``random-ids`` prompts (the arm of the 2026-12-03 run: on a 384-token vocabulary those
+   repeat, and the server serves most of their tokens from its radix cache). ``flush``: POST /flush_cache before
+   every run (sglang 0.5.17 http_server.py), so every run starts from an empty cache;
 3. around every run: the server's counters and histograms (/metrics: generation and prompt tokens, requests, TTFT,
    inter-token latency, end-to-end latency, queue time), the CPU time of every server process (its session) and of
    the client (ours: the shard processes; the anchor: its own worker process), the machine's busy cores, and the
@@ -13,12 +19,16 @@ server's own ground truth around every run. One device run:
    meta_info as one JSON line to DIR/sglang-request-metrics-YYYYMMDD_HH.log; the fields come from
    python/sglang/srt/observability/req_time_stats.py convert_to_output_meta_info: request_received_ts,
    api_server_dispatch_finish_ts, request_finished_ts, response_sent_to_client_ts, decode_throughput, all
-   wall-clock seconds; tokenizer_manager.py adds e2e_latency, prompt_tokens, completion_tokens).
+   wall-clock seconds; tokenizer_manager.py adds e2e_latency, prompt_tokens, completion_tokens, cached_tokens),
+   attributed to a run by arrival time (gap_explain.attribute), and the radix cache's own counters
+   (sglang:evicted_tokens_total, sglang:eviction_duration_seconds, the kv_* token gauges).
+The summary computes every tool's rate over the server's window of its main requests as well as its own and prints,
+for each difference over 5%, the ground-truth line that explains it, or 'unexplained' (gap_explain.py).
 
 The anchor runs in one long-lived worker process that imports sglang.benchmark.serving once and calls its
 cli_main per run (a fresh ``python -m sglang.bench_serving`` cost ~60 s of start-up a run on the H200 machine).
 
-    python3 benchmarks/gpu/sglang/gap.py --base-url http://127.0.0.1:30000 --out DIR [--plan default|quick]
+    python3 benchmarks/gpu/sglang/gap.py --base-url http://127.0.0.1:30000 --out DIR [--plan explain|default|...]
         [--reqlog-dir /tmp/sglang/reqmetrics] [--restart-cmd CMD] [--budget-s 540]
 Writes DIR/gap-raw.jsonl (one line a run, per-request arrays included), DIR/gap-summary.txt (the table) and
 DIR/server-requests.jsonl.xz (every per-request record of the server, without the prompts).
@@ -32,11 +42,16 @@ import os
 import random
 import resource
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.error
 import urllib.request
+
+import gap_explain as gx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "collections"))
@@ -46,12 +61,27 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import server
 
 STUB = os.path.join(ROOT, "benchmarks", "gpu", "sglang", "stub")
 IN_LEN, OUT_LEN = 32, 64
-# (concurrency, prompts, repetitions); each repetition is one ours run then one anchor run. c=256 with 256 prompts is
-# the single wave that showed the gap; 2048 prompts keep 256 in flight for ~14 s (steady state).
+ANCHOR_WARMUPS = 1  # bench_serving's --warmup-requests: the first ones the server receives in an anchor run
+# arm: (tool, bench_serving --backend, prompts: "ours" = our prompt list, "random-ids" = bench_serving's own)
+ARMS = {"ours": ("ours", None, "ours"), "anchor-oai": ("anchor", "sglang-oai", "ours"),
+        "anchor-gen": ("anchor", "sglang", "ours"), "anchor-ids": ("anchor", "sglang-oai", "random-ids")}
+PAIR = ("ours", "anchor-ids")
+THREE = ("ours", "anchor-oai", "anchor-gen")
+# (concurrency, prompts, repetitions, arms, flush before every run). default/quick: the 2026-12-03 run (c=256 with 256
+# prompts is the single wave that showed the gap; 2048 prompts keep 256 in flight for ~14 s). explain: c=1 first,
+# then c=16 with every arm (640 prompts x 115 tokens fill the 65536-token pool: the second half of a run with unique
+# prompts evicts, as every run of 2026-12-03 after the first did), c=64, c=256 last; ~300 s of runs on the H200.
 PLANS = {
-    "default": [(256, 256, 2), (256, 2048, 3), (64, 1024, 2), (16, 512, 2), (1, 64, 2)],
-    "quick": [(256, 256, 1), (16, 64, 1), (1, 8, 1)],
+    "default": [(256, 256, 2, PAIR, False), (256, 2048, 3, PAIR, False), (64, 1024, 2, PAIR, False),
+                (16, 512, 2, PAIR, False), (1, 64, 2, PAIR, False)],
+    "quick": [(256, 256, 1, PAIR, False), (16, 64, 1, PAIR, False), (1, 8, 1, PAIR, False)],
+    "explain": [(1, 32, 2, THREE, True), (16, 640, 2, THREE + ("anchor-ids",), True), (64, 1024, 2, THREE, True),
+                (256, 2048, 1, THREE, True)],
+    "explain-quick": [(1, 4, 1, THREE, True), (16, 32, 2, THREE + ("anchor-ids",), True)],
 }
+CACHE_METRICS = {"evicted_tokens": "sglang:evicted_tokens_total", "eviction_s": "sglang:eviction_duration_seconds_sum",
+                 "evictions": "sglang:eviction_duration_seconds_count", "kv_available": "sglang:kv_available_tokens",
+                 "kv_evictable": "sglang:kv_evictable_tokens", "kv_used": "sglang:kv_used_tokens"}
 HISTOGRAMS = {"ttft": "sglang:time_to_first_token_seconds", "itl": "sglang:inter_token_latency_seconds",
               "e2e": "sglang:e2e_request_latency_seconds", "queue": "sglang:queue_time_seconds"}
 WORKDIR = os.environ.get("SGLANG_WORKDIR", "/tmp/sglang")  # device.sh's work directory (server.pid, reqmetrics/)
@@ -60,6 +90,39 @@ MONO_TO_WALL = time.time() - time.monotonic()  # one offset for every process fo
 
 def get_metrics(base):
     return urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+
+
+def flush_cache(base):
+    """POST /flush_cache (refused by the server while requests run): (HTTP status, seconds) or (error, seconds)."""
+    t = time.monotonic()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(base + "/flush_cache", b"", method="POST"), timeout=30) as r:
+            status = r.status
+    except urllib.error.HTTPError as e:
+        status = e.code
+    except OSError as e:
+        status = repr(e)
+    return status, round(time.monotonic() - t, 3)
+
+
+def cache_snapshot(text):
+    """The radix cache's own figures (CACHE_METRICS), summed over label sets; a metric the server lacks is absent."""
+    names = dict((v, k) for k, v in CACHE_METRICS.items())
+    out = {}
+    for name, _labels, value in sm.parse(text):
+        k = names.get(sm.canonical(name))
+        if k is not None:
+            out[k] = out.get(k, 0.0) + value
+    return out
+
+
+def cache_delta(before, after):
+    """Counters as differences over the run, the kv gauges as read before it."""
+    out = dict((k, v) for k, v in before.items() if k.startswith("kv_"))
+    for k in ("evicted_tokens", "eviction_s", "evictions"):
+        if k in after:
+            out[k] = round(after[k] - before.get(k, 0.0), 4)
+    return out
 
 
 def hist_snapshot(text):
@@ -177,7 +240,8 @@ def server_side(recs, t0):
         first = fin - (ct - 1) / dt if dt and ct > 1 else None  # decode_throughput = (tokens - 1) / decode time
         rows.append([round(rcv - t0, 4), round((r.get("api_server_dispatch_finish_ts") or rcv) - t0, 4),
                      round(first - t0, 4) if first else None, round(fin - t0, 4),
-                     round((r.get("response_sent_to_client_ts") or fin) - t0, 4), ct])
+                     round((r.get("response_sent_to_client_ts") or fin) - t0, 4), ct, r.get("cached_tokens"),
+                     r.get("prompt_tokens")])
     if not rows:
         return None, []
     rcv = [x[0] for x in rows]
@@ -213,13 +277,17 @@ def stalls(recs, t0, gap_s=0.1):
 class Around(object):
     """Everything read before and after one run."""
 
-    def __init__(self, base, reqlog):
-        self.base, self.reqlog = base, reqlog
+    def __init__(self, base, reqlog, expect=0, flush=False):
+        self.base, self.reqlog, self.expect, self.flush = base, reqlog, expect, flush
+        self.flushed = None
 
     def __enter__(self):
-        self.reqlog.new()  # drop what earlier runs left
+        if self.flush:
+            self.flushed = flush_cache(self.base)
+        self.reqlog.new()  # what earlier runs left, read now (attributed by arrival time, not by this read)
         text = get_metrics(self.base)
         self.snap, self.hist = sm.snapshot(text, "tiny"), hist_snapshot(text)
+        self.cache = cache_snapshot(text)
         self.pids = server_pids()
         self.scpu, self.busy = proc_cpu(self.pids), sys_busy()
         self.children, self.me = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
@@ -237,20 +305,29 @@ class Around(object):
         after = proc_cpu(self.pids)
         self.server_cpu = sorted(((c, round((s - self.scpu[p][1]) / self.wall, 3)) for p, (c, s) in after.items()
                                  if p in self.scpu), key=lambda x: -x[1])[:6]
+        t1 = self.t0 + self.wall
+        deadline = time.monotonic() + 5.0
         time.sleep(0.3)  # the exporter writes each record from a thread after the response
+        while True:  # until every request has its record (they trail the responses); none ever: no exporter
+            self.reqlog.new()
+            self.requests = gx.attribute(self.reqlog.seen, self.t0, t1)
+            if len(self.requests) >= self.expect or time.monotonic() > deadline or not self.reqlog.seen:
+                break
+            time.sleep(0.2)
         text = get_metrics(self.base)
         self.delta = sm.delta(self.snap, sm.snapshot(text, "tiny"))["counters"]
         self.hists = hist_delta(self.hist, hist_snapshot(text))
-        self.requests = self.reqlog.new()
+        self.cache_after = cache_delta(self.cache, cache_snapshot(text))
         return False
 
-    def row(self, duration):
+    def row(self, duration, warmups=0):
         server, per_req = server_side(self.requests, self.t0)
         gen = self.delta.get("generation_tokens")
         return {"server_counters": self.delta, "server_hist": self.hists, "server_cpu_util": self.server_cpu,
                 "cores_busy": self.cores_busy, "server_reqs": server, "server_per_request": per_req,
-                "counter_tok_s": round(gen / duration, 1) if gen and duration else None, "t0": self.t0,
-                "run_wall_s": round(self.wall, 3)}
+                "server_main": gx.window(self.requests, warmups), "warmups": warmups, "server_cache": self.cache_after,
+                "flushed": self.flushed, "counter_tok_s": round(gen / duration, 1) if gen and duration else None,
+                "t0": self.t0, "run_wall_s": round(self.wall, 3)}
 
 
 class Prompts(object):
@@ -260,21 +337,34 @@ class Prompts(object):
         special = set(self.tok.all_special_ids)
         self.vocab = [i for i in range(self.tok.vocab_size) if i not in special]
 
-    def bodies(self, n, seed):
+    def texts(self, n, seed):
         rng = random.Random(seed)
-        return [bench_client.build_payload("completions", "tiny",
-                                           self.tok.decode([rng.choice(self.vocab) for _ in range(IN_LEN)]),
-                                           OUT_LEN, ignore_eos=True) for _ in range(n)]
+        return [self.tok.decode([rng.choice(self.vocab) for _ in range(IN_LEN)]) for _ in range(n)]
+
+    def bodies(self, n, seed):
+        return [bench_client.build_payload("completions", "tiny", t, OUT_LEN, ignore_eos=True)
+                for t in self.texts(n, seed)]
+
+    def dataset(self, n, seed, where):
+        """The same prompts as bench_serving's ``custom`` dataset (sglang 0.5.17 python/sglang/benchmark/datasets/
+        custom.py: one JSON line a prompt, ``conversations`` [user, assistant]; the assistant turn only sets the
+        output length, which --sharegpt-output-len overrides)."""
+        path = os.path.join(where, "prompts-%d-%d.jsonl" % (n, seed))
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                for t in self.texts(n, seed):
+                    f.write(json.dumps({"conversations": [{"content": t}, {"content": "x"}]}) + "\n")
+        return path
 
 
-def run_ours(base, prompts, reqlog, conc, n, seed):
+def run_ours(base, prompts, reqlog, conc, n, seed, flush=False):
     bodies = prompts.bodies(n, seed)
     procs = bench_client.auto_processes(conc)
-    with Around(base, reqlog) as ar:
+    with Around(base, reqlog, expect=n, flush=flush) as ar:
         recs, stats = bench_client.run_load(base, "completions", bodies, conc, processes=procs, eos_ignored=True)
     res = bench_metrics.compute(recs, conc)
     client, bound, reason = bench_client.client_verdict(stats)
-    row = {"tool": "ours", "out_tok_s": res["output_throughput"], "output_tokens": res["output_tokens"],
+    row = {"tool": "ours", "arm": "ours", "out_tok_s": res["output_throughput"], "output_tokens": res["output_tokens"],
            "duration_s": res["duration_s"], "ttft_p50_ms": res["ttft_ms"]["p50"], "ttft_p99_ms": res["ttft_ms"]["p99"],
            "tpot_p50_ms": res["tpot_ms"]["p50"], "itl_p50_ms": res["itl_ms"]["p50"], "itl_p99_ms": res["itl_ms"]["p99"],
            "errors": res["errors"], "client_bound": bound, "client_bound_reason": reason,
@@ -291,11 +381,16 @@ def run_ours(base, prompts, reqlog, conc, n, seed):
     return row
 
 
-def anchor_argv(base, model_dir, conc, n, seed, outfile):
-    return ["--backend", "sglang-oai", "--base-url", base, "--model", "tiny", "--tokenizer", model_dir,
-            "--dataset-name", "random-ids", "--random-input-len", str(IN_LEN), "--random-output-len", str(OUT_LEN),
-            "--random-range-ratio", "1", "--num-prompts", str(n), "--max-concurrency", str(conc), "--disable-tqdm",
-            "--warmup-requests", "1", "--output-file", outfile, "--seed", str(seed)]
+def anchor_argv(base, model_dir, conc, n, seed, outfile, backend="sglang-oai", dataset_path=None):
+    """bench_serving's command line (sglang 0.5.17 python/sglang/benchmark/serving.py cli_main): ``dataset_path``, a
+    ``custom`` dataset of our prompts; without it its own ``random-ids`` prompts."""
+    argv = ["--backend", backend, "--base-url", base, "--model", "tiny", "--tokenizer", model_dir,
+            "--num-prompts", str(n), "--max-concurrency", str(conc), "--disable-tqdm",
+            "--warmup-requests", str(ANCHOR_WARMUPS), "--output-file", outfile, "--seed", str(seed)]
+    if dataset_path:
+        return argv + ["--dataset-name", "custom", "--dataset-path", dataset_path, "--sharegpt-output-len", str(OUT_LEN)]
+    return argv + ["--dataset-name", "random-ids", "--random-input-len", str(IN_LEN), "--random-output-len",
+                   str(OUT_LEN), "--random-range-ratio", "1"]
 
 
 def anchor_worker(conn, module, log):
@@ -357,13 +452,14 @@ class Anchor(object):
         self.proc.join(10)
 
 
-def run_anchor(base, model_dir, anchor, reqlog, conc, n, seed, out):
+def run_anchor(base, model_dir, anchor, reqlog, conc, n, seed, out, arm="anchor-ids", dataset_path=None,
+               flush=False):
     f = os.path.join(out, "anchor-tmp.jsonl")
     if os.path.exists(f):
         os.remove(f)
-    with Around(base, reqlog) as ar:
-        err, cpu = anchor.run(anchor_argv(base, model_dir, conc, n, seed, f))
-    row = {"tool": "anchor", "client_cpu_s": cpu, "client_processes": 1}
+    with Around(base, reqlog, expect=n + ANCHOR_WARMUPS, flush=flush) as ar:
+        err, cpu = anchor.run(anchor_argv(base, model_dir, conc, n, seed, f, ARMS[arm][1], dataset_path))
+    row = {"tool": "anchor", "arm": arm, "client_cpu_s": cpu, "client_processes": 1}
     if err:
         row["error"] = err
     try:
@@ -375,7 +471,7 @@ def run_anchor(base, model_dir, anchor, reqlog, conc, n, seed, out):
                    itl_p99_ms=r.get("p99_itl_ms"), completed=r.get("completed"))
     except (OSError, ValueError, IndexError) as exc:
         row["error"] = (row.get("error") or "") + " output: " + repr(exc)
-    row.update(ar.row(row.get("duration_s")))
+    row.update(ar.row(row.get("duration_s"), ANCHOR_WARMUPS))
     return row
 
 
@@ -402,19 +498,26 @@ def prompt_per_request(rows):
     return statistics.median(vals) if vals else None
 
 
+def arm_of(row):
+    return row.get("arm") or row.get("tool")
+
+
 def summary(rows):
     """The table: per (c, prompts) and tool the medians over repetitions (n = runs)."""
-    lines = ["c | prompts | tool | n | out tok/s | counter tok/s | server makespan tok/s | TTFT p50 (srv hist, srv req) "
+    lines = ["c | prompts | arm | n | out tok/s | counter tok/s | server makespan tok/s | TTFT p50 (srv hist, srv req) "
              "| TPOT p50 (srv req) | ITL p50 / p99 (srv hist p99) | arrival spread s | client CPU (util) | "
              "top server proc util | prompt tok/req (counter) | gaps>100ms"]
-    keys = []
+    keys, arms = [], []
     for r in rows:
         k = (r.get("c"), r.get("num_prompts"))
-        if r.get("tool") in ("ours", "anchor") and k not in keys:
-            keys.append(k)
+        if r.get("tool") in ("ours", "anchor") and not r.get("warmup"):
+            keys += [k] if k not in keys else []
+            arms += [arm_of(r)] if arm_of(r) not in arms else []
     for c, n in keys:
-        for tool in ("ours", "anchor"):
-            rs = [r for r in rows if r.get("tool") == tool and r.get("c") == c and r.get("num_prompts") == n]
+        for arm in arms:
+            rs = [r for r in rows if arm_of(r) == arm and r.get("c") == c and r.get("num_prompts") == n
+                  and r.get("tool") in ("ours", "anchor") and not r.get("warmup")]
+            tool = rs[0]["tool"] if rs else None
             if not rs:
                 continue
             srv = [r.get("server_reqs") or {} for r in rs]
@@ -425,7 +528,7 @@ def summary(rows):
                                       if r.get("client_cpu_s") is not None and r.get("duration_s")] or [0])
             top = rs[-1].get("server_cpu_util") or [["-", 0]]
             lines.append(" | ".join([
-                str(c), str(n), tool, str(len(rs)), fmt(med(rs, "out_tok_s")), fmt(med(rs, "counter_tok_s")),
+                str(c), str(n), arm, str(len(rs)), fmt(med(rs, "out_tok_s")), fmt(med(rs, "counter_tok_s")),
                 fmt(med(srv, "out_tok_s")),
                 "%s (%s, %s)" % (fmt(med(rs, "ttft_p50_ms"), 1), fmt(med(hist, "p50_ms"), 1), fmt(med(srv, "ttft_p50_ms"), 1)),
                 "%s (%s)" % (fmt(med(rs, "tpot_p50_ms"), 2), fmt(med(srv, "tpot_p50_ms"), 2)),
@@ -460,9 +563,9 @@ def main():
         raw.flush()
         print("[%6.1f s] %s c=%s n=%s r%s: %s tok/s (counter %s, srv %s) ttft %s tpot %s itl p99 %s (srv %s) "
               "client cpu %s %s" % (
-                  row["at_s"], row.get("tool"), row.get("c"), row.get("num_prompts"), row.get("round"),
+                  row["at_s"], arm_of(row), row.get("c"), row.get("num_prompts"), row.get("round"),
                   fmt(row.get("out_tok_s")), fmt(row.get("counter_tok_s")),
-                  fmt((row.get("server_reqs") or {}).get("out_tok_s")), fmt(row.get("ttft_p50_ms"), 1),
+                  fmt((row.get("server_main") or {}).get("rate")), fmt(row.get("ttft_p50_ms"), 1),
                   fmt(row.get("tpot_p50_ms"), 2), fmt(row.get("itl_p99_ms"), 1),
                   fmt(((row.get("server_hist") or {}).get("itl") or {}).get("p99_ms"), 1), row.get("client_cpu_s"),
                   row.get("error") or row.get("output", "")[-300:]), flush=True)
@@ -473,29 +576,37 @@ def main():
     prompts = Prompts(a.model_dir)
     anchor = Anchor(a.anchor_module, a.out)
     emit({"tool": "anchor_import", "ok": anchor.ok, "info": anchor.info})
-    emit(dict(run_ours(a.base_url, prompts, reqlog, 16, 64, 99), c=16, num_prompts=64, round=0, warmup=True))
-    rate = {}  # seconds a run of (c, n) took, to keep within the budget
-    for c, n, reps in PLANS[a.plan]:
+    first_flush = PLANS[a.plan][0][4]
+    emit(dict(run_ours(a.base_url, prompts, reqlog, 16, 64, 99, first_flush), c=16, num_prompts=64, round=0,
+              warmup=True))
+    datasets = tempfile.mkdtemp(prefix="gap-prompts-")
+    rate = {}  # seconds a run of (c, n, arm) took, to keep within the budget
+    for c, n, reps, arms, flush in PLANS[a.plan]:
         for rnd in range(reps):
-            for tool in ("ours", "anchor"):
-                guess = rate.get((c, n, tool), n * OUT_LEN / (400.0 * min(c, 24)) + 5)
+            for arm in arms:
+                tool, _backend, source = ARMS[arm]
+                guess = rate.get((c, n, arm), n * OUT_LEN / (400.0 * min(c, 24)) + (5 if tool == "ours" else 8))
                 if time.monotonic() - t_start + guess > a.budget_s:
-                    emit({"tool": tool, "c": c, "num_prompts": n, "round": rnd + 1, "skipped": "budget"})
+                    emit({"tool": tool, "arm": arm, "c": c, "num_prompts": n, "round": rnd + 1, "skipped": "budget"})
                     continue
                 t = time.monotonic()
                 try:
-                    row = (run_ours(a.base_url, prompts, reqlog, c, n, rnd) if tool == "ours" else
-                           run_anchor(a.base_url, a.model_dir, anchor, reqlog, c, n, rnd, a.out))
+                    row = (run_ours(a.base_url, prompts, reqlog, c, n, rnd, flush) if tool == "ours" else
+                           run_anchor(a.base_url, a.model_dir, anchor, reqlog, c, n, rnd, a.out, arm,
+                                      prompts.dataset(n, rnd, datasets) if source == "ours" else None, flush))
                 except Exception as exc:  # recorded; the other runs still count
-                    row = {"tool": tool, "error": repr(exc)[-1000:]}
-                rate[(c, n, tool)] = time.monotonic() - t
+                    row = {"tool": tool, "arm": arm, "error": repr(exc)[-1000:]}
+                rate[(c, n, arm)] = time.monotonic() - t
                 emit(dict(row, c=c, num_prompts=n, round=rnd + 1, wall_s=round(time.monotonic() - t, 2)))
     anchor.close()
+    shutil.rmtree(datasets, ignore_errors=True)
     reqlog.new()
     emit({"tool": "server_requests", "records": reqlog.save(os.path.join(a.out, "server-requests.jsonl.xz"))})
     if os.path.exists(os.path.join(a.out, "anchor-tmp.jsonl")):
         os.remove(os.path.join(a.out, "anchor-tmp.jsonl"))
-    table = summary(rows)
+    table = summary(rows) + "\n\n" + gx.report(
+        [gx.analyse_run(r, reqlog.seen) for r in rows if r.get("tool") in ("ours", "anchor") and r.get("t0")
+         and not r.get("warmup")])
     with open(os.path.join(a.out, "gap-summary.txt"), "w") as f:
         f.write("plan %s; %s; total %.0f s\n" % (a.plan, shlex.join(sys.argv[1:]), time.monotonic() - t_start))
         for r in rows:
