@@ -172,6 +172,44 @@ def test_a_gate_that_fails_records_its_class_and_the_campaign_goes_on(engine, tm
     assert gates == [(0, "wrong_answers", 0.93), (1, "wrong_answers", 0.41)]
 
 
+ACCURATE = dict(campaign("acc", {"schedule-conservativeness": [0.5], "kv-cache-dtype": ["fp8_e4m3"]}),
+                accuracy={"enabled": True, "limit": 110, "greedy_prompts": 22})
+
+
+def test_accuracy_gate_fails_a_candidate_that_changes_answers_and_passes_one_that_does_not(engine, tmp_path):
+    """tune_candidate.yml's accuracy steps in the loop: the base measures last-known-good once (both checks: the
+    candidates need greedy and score), the scheduling candidate passes greedy equivalence, the numerics candidate
+    (the stand-in's fp8_e4m3: answers changed, the canary still right) is ``inaccurate`` with both scores, and
+    never the winner; what changed is kept beside the state."""
+    loop, host, lines = engine(ACCURATE)
+    out = loop.run()
+    r = rows(tmp_path, "acc")
+    assert r[0]["status"] == "ok" and r[0]["accuracy"]["lkg"] and r[0]["accuracy"]["checks"] == ["score", "greedy"]
+    assert r[1]["status"] == "ok" and r[1]["accuracy"]["passed"] and list(r[1]["accuracy"]["checks"]) == ["greedy"]
+    assert r[1]["accuracy"]["checks"]["greedy"]["identical"] == 22
+    assert (r[2]["status"], r[2]["class"]) == ("inaccurate", "accuracy_drop"), r[2]
+    score = r[2]["accuracy"]["checks"]["score"]
+    assert score["lkg_score"] == 1.0 and score["candidate_score"] < 0.95 and score["p_value"] < 1e-3
+    assert "exact-match score" in r[2]["message"] and (out["report"]["winner"] or {}).get("index") != 2
+    state = str(tmp_path / "state" / "acc")
+    with open(os.path.join(state, "accuracy-2-%s.json" % r[2]["id"])) as f:
+        detail = json.load(f)
+    assert detail["differences"]["score"]["lost"] and not detail["differences"]["score"]["gained"]
+    assert os.path.isfile(os.path.join(state, "accuracy-lkg.json"))
+    assert any(line.startswith("  accuracy score: {") for line in lines)
+    assert any("accuracy" in line and "FAIL" in line for line in out["report"]["table"]), out["report"]["table"]
+
+
+def test_accuracy_gate_without_a_reference_is_an_error_row_not_a_crash(engine, tmp_path):
+    """A candidate gated when last-known-good's measurement is missing (the base was measured before the campaign
+    enabled the gate): its row says why, the campaign goes on."""
+    loop, host, lines = engine(ACCURATE)
+    loop.plan = loop.tune("plan", campaign=ACCURATE)["plan"]
+    res = loop.accuracy(loop.plan["candidates"][1])
+    assert res["class"] == "accuracy_error" and "accuracy-lkg.json cannot be read" in res["message"]
+    assert loop.accuracy(dict(loop.plan["candidates"][1], accuracy_checks=[])) is None
+
+
 def test_bad_bench_option_and_base_rejected_are_clear_errors(engine, tmp_path):
     with pytest.raises(tune_loop.LoopError, match=r"bench options \['nope'\] are not serving_bench options"):
         tune_loop.bench_params(nope=1)
