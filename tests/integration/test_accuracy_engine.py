@@ -3,19 +3,16 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The accuracy gate on the real CPU engine (transformers serve) with the sandbox's tiny model: last-known-good is
 the trained model; a copy whose weights carry noise far below their own scale must pass, a copy with noise at half
-their scale (a model whose numbers really changed) must fail the greedy check. The weights are perturbed in the
-safetensors file itself (numpy; the format: an 8-byte little-endian header length, a JSON header, raw tensors)."""
+their scale (a model whose numbers really changed) must fail the greedy check. The copies come from
+benchmarks/gpu/sglang/damage_model.py (the same the GPU machine's experiment makes)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
+import importlib.util
 import os
-import shutil
-import struct
 
-import numpy as np
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import accuracy as A
@@ -27,31 +24,11 @@ pytestmark = [pytest.mark.engine, pytest.mark.skipif(
     reason="engine venv / tiny model missing: run tests/fixtures/engine-venv.sh and tests/fixtures/tinymodel.sh")]
 
 CONCURRENCY = 8
-
-
-def perturbed_copy(src, dst, relative, seed=0):
-    """A copy of model directory ``src`` whose float32 tensors get Gaussian noise of ``relative`` x each tensor's
-    own standard deviation (norm weights included)."""
-    shutil.copytree(src, dst)
-    path = os.path.join(dst, "model.safetensors")
-    with open(path, "rb") as f:
-        data = bytearray(f.read())
-    (hlen,) = struct.unpack("<Q", bytes(data[:8]))
-    header = json.loads(bytes(data[8:8 + hlen]))
-    rng = np.random.default_rng(seed)
-    for name, meta in sorted(header.items()):
-        if name == "__metadata__":
-            continue
-        assert meta["dtype"] == "F32", (name, meta["dtype"])
-        lo, hi = meta["data_offsets"]
-        start = 8 + hlen
-        t = np.frombuffer(bytes(data[start + lo:start + hi]), dtype="<f4")
-        scale = float(t.std()) or float(np.abs(t).mean()) or 1.0
-        t = (t + rng.normal(0.0, relative * scale, t.shape)).astype("<f4")
-        data[start + lo:start + hi] = t.tobytes()
-    with open(path, "wb") as f:
-        f.write(bytes(data))
-    return dst
+_SPEC = importlib.util.spec_from_file_location("damage_model", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks", "gpu", "sglang", "damage_model.py"))
+damage_model = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(damage_model)
+perturbed_copy = damage_model.perturbed_copy
 
 
 def _measure(model_dir, fn, *args, **kw):
