@@ -297,6 +297,8 @@ SCORE_FLAGS = (
     "ep-size", "moe-a2a-backend",
     # transformers serve: continuous batching switches to its paged-attention path (other kernels); the device
     "continuous-batching", "device",
+    # another checkpoint: other weights (the accuracy experiment's damaged copies, campaigns/h200-tiny-acc.yml)
+    "model-path",
 )
 
 

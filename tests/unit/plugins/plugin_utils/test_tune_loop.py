@@ -250,3 +250,37 @@ def test_device_entry_point_cut_off_then_restaged_on_a_fresh_machine(tmp_path):
     assert {"tune.log", "tune-state.tgz", "first-results.md", "first-results.json"} <= set(os.listdir(str(tmp_path / "out2")))
     bad = tune(tmp_path / "out3", tmp_path / "m3" / "tune", "--restage", str(tmp_path / "nonesuch.tgz"))
     assert bad.returncode == 2 and "--restage %s: no such file" % (tmp_path / "nonesuch.tgz") in bad.stdout
+
+
+def test_device_entry_point_campaign_model_and_accuracy_files(tmp_path):
+    """tune.py --campaign-model (the accuracy experiment's damaged copies): model-path comes from the campaign, each
+    candidate's server started on its own; the accuracy gate's reference and per-candidate files land in the state
+    that OUT/tune-state.tgz carries, the differing outputs in tune.log."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import tarfile  # pylint: disable=import-outside-toplevel
+    import yaml  # pylint: disable=import-outside-toplevel
+    root = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+    doc = tmp_path / "acc.yml"
+    doc.write_text(yaml.safe_dump(dict(campaign("acc", {"model-path": ["/models/damaged"], "kv-cache-dtype": ["fp8_e4m3"]}),
+                                       base=dict(BASE, **{"model-path": "/models/tiny"}),
+                                       accuracy={"enabled": True, "checks": ["score", "greedy"], "limit": 44,
+                                                 "greedy_prompts": 11}), sort_keys=False))
+    env = dict(os.environ, PYTHONPATH=FAKE_ENGINE, FAKE_ENGINE_ITL="0.004", FAKE_ENGINE_TTFT="0.01")
+    cmd = [sys.executable, os.path.join(root, "benchmarks", "gpu", "sglang", "tune.py"), "--out", str(tmp_path / "out"),
+           "--state-dir", str(tmp_path / "m" / "tune"), "--campaign-model", "--port", str(free_port()),
+           "--min-duration-s", "0", "--ready-timeout", "30", "--no-restore", str(doc)]
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=240, check=False)
+    assert p.returncode == 0, p.stdout[-3000:]
+    logs = sorted(f for f in os.listdir(str(tmp_path / "m" / "tune" / "launcher")) if f.startswith("server-"))
+    heads = []
+    for name in logs:
+        with open(str(tmp_path / "m" / "tune" / "launcher" / name)) as f:
+            heads.append(json.loads(f.readline()[2:]))
+    assert [h[h.index("--model-path") + 1] for h in heads] == ["/models/tiny", "/models/damaged", "/models/tiny"]
+    r = dict((row["index"], row) for row in CampaignState(str(tmp_path / "m" / "tune" / "acc" / "state.jsonl")).rows().values())
+    assert r[1]["status"] == "ok" and r[2]["status"] == "inaccurate", (r[1]["status"], r[2]["status"])
+    with tarfile.open(str(tmp_path / "out" / "tune-state.tgz")) as t:
+        names = t.getnames()
+    assert "tune/acc/accuracy-lkg.json" in names and "tune/acc/accuracy-2-%s.json" % r[2]["id"] in names
+    assert "accuracy greedy: {\"differing\": " in p.stdout and "accuracy gate FAILED" in p.stdout
