@@ -137,5 +137,6 @@ def test_h200_accuracy_campaign_gates_every_candidate_with_both_checks():
         p = tc.load(yaml.safe_load(f))
     assert p["accuracy"]["lkg_checks"] == ["score", "greedy"] and len(p["candidates"]) == 5
     assert all(x["accuracy_checks"] == ["score", "greedy"] for x in p["candidates"][1:])
-    assert [x["delta"].get("model-path") for x in p["candidates"][3:]] == ["/tmp/sglang/model-noise0.5",
-                                                                           "/tmp/sglang/model-noise2"]
+    assert [x["delta"].get("model-path") for x in p["candidates"][2:4]] == ["/tmp/sglang/model-noise0.5",
+                                                                            "/tmp/sglang/model-noise2"]
+    assert p["candidates"][-1]["delta"] == {"kv-cache-dtype": "fp8_e5m2"}  # last: a failed start's rollback is the restore
