@@ -59,15 +59,15 @@ def test_gate_passes_tiny_noise_and_fails_a_damaged_model(tmp_path):
 
 def test_the_canary_passes_noise_at_half_the_spread_and_catches_noise_at_twice_it(tmp_path):
     """What the accuracy campaign on the H200 (campaigns/h200-tiny-acc.yml) expects of its damaged copies: at 0.5 the
-    known-answer canary still passes (so only the accuracy gate can catch it), at 2 it fails (the deploy gate stops
-    it before any accuracy check)."""
+    known-answer canary still passes (so only the accuracy gate can catch it), at 1 and 2 it fails (the deploy gate
+    stops it before any accuracy check)."""
     from ansible_collections.gpuhost.sglang.plugins.plugin_utils.tune_loop import bench_canary  # pylint: disable=import-outside-toplevel
     good = os.path.join(TINYMODEL, "good")
     out = {}
-    for rel in (0.5, 2.0):
+    for rel in (0.5, 1.0, 2.0):
         with serve(perturbed_copy(good, str(tmp_path / ("noise%g" % rel)), rel)) as srv:
             complete(srv, "The capital of France is", max_tokens=4)
             out[rel] = bench_canary(srv.base_url)
         print("noise %g: canary %s" % (rel, out[rel][:1] or "passed"))
     assert out[0.5] == []
-    assert out[2.0] and "incoherent" in out[2.0][0]
+    assert out[1.0] and "incoherent" in out[1.0][0] and out[2.0] and "incoherent" in out[2.0][0]
