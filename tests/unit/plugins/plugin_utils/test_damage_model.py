@@ -55,7 +55,7 @@ def test_noise_is_seeded_at_the_asked_scale_and_the_rest_is_copied(tmp_path):
     a = read_model(dm.perturbed_copy(src, str(tmp_path / "a"), 0.5, seed=3))
     b = read_model(dm.perturbed_copy(src, str(tmp_path / "b"), 0.5, seed=3))
     good = read_model(src)
-    assert np.array_equal(a["w"], b["w"])  # the same copy on every machine
+    assert np.array_equal(a["w"], b["w"])  # seeded: the same copy again
     assert abs(float((a["w"] - good["w"]).std()) / float(good["w"].std()) - 0.5) < 0.02
     assert not np.array_equal(a["norm"], good["norm"])  # a constant tensor: its mean absolute value is the scale
     assert np.array_equal(read_model(dm.perturbed_copy(src, str(tmp_path / "z"), 0, seed=3))["w"], good["w"])
