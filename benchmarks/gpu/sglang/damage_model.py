@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Damaged copies of a model directory for the accuracy gate's experiments: each float32 tensor of
 model.safetensors gets Gaussian noise of RELATIVE x that tensor's own standard deviation (norm weights included),
-seeded (the same copy wherever the numpy version is the same: numpy does not promise its Generator streams across versions). numpy only (the safetensors format: an 8-byte little-endian header
-length, a JSON header, raw tensors), so it runs on the GPU machine and under the CPU engine's tests alike.
+seeded (the same copy wherever the numpy version is the same: numpy does not promise its Generator streams across
+versions). numpy only (the safetensors format: an 8-byte little-endian header length, a JSON header, raw tensors),
+so it runs on the GPU machine and under the CPU engine's tests alike.
     python3 benchmarks/gpu/sglang/damage_model.py SRC DST=RELATIVE [DST=RELATIVE ...] [--seed N]
 A DST that exists already is left as it is (a second run on the same machine costs nothing)."""
 import argparse
