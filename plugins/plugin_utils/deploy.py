@@ -316,7 +316,7 @@ class DeployTransaction(object):
         if old_unit != s["unit"] and self.lkg.get("unit_path"):
             keep = (unit_path, s["env_file"])
             remove += [p for p in (self.lkg["unit_path"], self.lkg["unit_path"] + ".d", self.lkg.get("env_file", ""),
-                                  "%s/%s" % (s["lkg_dir"], old_unit)) if p and p not in keep]
+                                   "%s/%s" % (s["lkg_dir"], old_unit)) if p and p not in keep]
             forget = old_unit
         if self.h.record(meta, timeout_content, remove, forget):
             self.changed = True

@@ -439,8 +439,8 @@ class CampaignLoop(object):
         checks = acc["lkg_checks"] if i == 0 else cand["accuracy_checks"]
         if not acc["enabled"] or not checks:
             return None
-        p = dict((k, acc[k]) for k in ("api", "concurrency", "limit", "greedy_prompts", "alpha", "margin",
-                                      "greedy_margin", "greedy_metric"))
+        keys = ("api", "concurrency", "limit", "greedy_prompts", "alpha", "margin", "greedy_margin", "greedy_metric")
+        p = dict((k, acc[k]) for k in keys)
         p.update(action="measure" if i == 0 else "gate", base_url=self.base_url, checks=checks, delta=cand["delta"],
                  lkg_file=os.path.join(self.accuracy_dir(), "accuracy-lkg.json"), model=None, api_key=None,
                  timeout=120.0, fail_on_gate=False)

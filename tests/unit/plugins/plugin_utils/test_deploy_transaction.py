@@ -388,7 +388,7 @@ def test_the_action_names_a_bad_accuracy_option(acc, message):
     with pytest.raises(AnsibleActionFail, match=message):
         check_args(dict(ACTION_BASE, accuracy=acc))
     with pytest.raises(AnsibleActionFail, match=r"accuracy is not run for a multi-node replica \(phase=stop\)"):
-        check_args(dict(ACTION_BASE, accuracy=ACC, phase="stop", replica={"rank": 1, "nnodes": 2, "head_address": "a",
-                                                                           "dist_port": 1, "state_file": "/s"}))
+        replica = {"rank": 1, "nnodes": 2, "head_address": "a", "dist_port": 1, "state_file": "/s"}
+        check_args(dict(ACTION_BASE, accuracy=ACC, phase="stop", replica=replica))
     assert check_args(dict(ACTION_BASE, accuracy={"checks": ["score", "greedy"]}))["accuracy"]["checks"] == ["score", "greedy"]
     assert check_args(dict(ACTION_BASE))["accuracy"] == {}
