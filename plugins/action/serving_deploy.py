@@ -27,12 +27,14 @@ ARGS = {
     "health_url": str, "base_url": str, "ready_timeout": int, "probes": bool, "canary": dict, "canary_python": str,
     "lkg_update": bool, "retry_failed": bool, "meta": dict, "install_dir": str, "timeout_start_sec_min": int,
     "api_key": str, "restore": bool, "phase": str, "replica": dict, "peers": list, "interrupted": bool,
+    "accuracy": dict,
 }
 REQUIRED = ("unit", "env_file", "lkg_dir", "health_url", "base_url", "canary_python")
 DEFAULTS = {"unit_dir": "/etc/systemd/system", "ready_timeout": 1800, "probes": True, "canary": {}, "lkg_update": True,
             "retry_failed": False, "meta": {}, "install_dir": "", "timeout_start_sec_min": 300, "api_key": "",
             "restore": False, "candidates": [], "env_content": None, "phase": "all", "replica": {}, "peers": [],
-            "interrupted": False}
+            "interrupted": False, "accuracy": {}}
+ACCURACY_CHECKS = ("score", "greedy")  # bench/accuracy.py CHECKS
 REPLICA_KEYS = ("rank", "nnodes", "head_address", "dist_port", "state_file")
 
 
@@ -106,6 +108,15 @@ def check_args(args):
         elif not isinstance(value, kind):
             raise AnsibleActionFail("serving_deploy: %s must be a %s, got %s" % (name, kind.__name__, type(value).__name__))
         out[name] = value
+    if out["accuracy"]:
+        acc = out["accuracy"]
+        checks = acc.get("checks")
+        if set(acc) != {"checks"} or not isinstance(checks, list) or not checks or any(c not in ACCURACY_CHECKS for c in checks):
+            raise AnsibleActionFail("serving_deploy: accuracy=%r: allowed {} (off) or {checks: [...]} with checks a "
+                                    "non-empty list of %s (sglang_accuracy_checks)" % (acc, ", ".join(ACCURACY_CHECKS)))
+        if out["phase"] != "all":
+            raise AnsibleActionFail("serving_deploy: accuracy is not run for a multi-node replica (phase=%s): allowed "
+                                    "accuracy={} there (sglang_accuracy_gate=false)" % out["phase"])
     if out["restore"]:
         return out
     if out["phase"] != "all":
@@ -211,6 +222,20 @@ class ModuleHost(object):
         per_api = res.get("apis") or {}
         return [(per_api.get(api) or {}).get("msg") or "the %s canary failed" % api
                 for api in res.get("failed_apis") or []] or [res.get("msg") or "the canary failed"]
+
+    def accuracy(self, base_url, action, checks, lkg_file):
+        """serving_accuracy on the host under the engine venv's interpreter (the canary's), its reference file in
+        the last-known-good directory; a failed gate is a result (fail_on_gate off), a module failure a class."""
+        args = {"action": action, "base_url": base_url, "checks": list(checks), "lkg_file": lkg_file,
+                "api": (self.a["canary"].get("apis") or ["completions"])[0], "fail_on_gate": False}
+        if self.a["api_key"]:
+            args["api_key"] = self.a["api_key"]
+        res = self._run("gpuhost.sglang.serving_accuracy", args,
+                        dict(self.task_vars, ansible_python_interpreter=self.a["canary_python"]))
+        if res.get("failed"):
+            res = dict(res, passed=False, message=res.get("msg") or "serving_accuracy failed")
+            res["class"] = res.get("class") or "accuracy_error"
+        return res
 
     def record(self, meta, timeout_content, remove_paths, forget_unit):
         return self._unit("record", meta=meta, timeout_content=timeout_content, remove_paths=remove_paths,

@@ -160,9 +160,29 @@ options:
         C(interrupted), and the phases that follow roll the replica back.
     type: bool
     default: false
+  accuracy:
+    description:
+      - The opt-in accuracy gate after the canary (M(gpuhost.sglang.serving_accuracy) on the host, under
+        O(canary_python)); empty (the default) turns it off. C(checks) is a non-empty list of C(score), C(greedy).
+      - A candidate is compared with the reference recorded with last-known-good (the checks that reference
+        holds) and fails with C(accuracy_drop), C(greedy_divergence) or C(accuracy_error) like any gate failure
+        (the next candidate, or the rollback). The candidate that passes, when recorded, measures its own
+        reference into O(lkg_dir) (C(accuracy-<hash of its command line and engine version>.json), named in
+        C(meta.json)'s C(accuracy)); the previous reference file is removed. No reference yet, or the same
+        command line and engine version as last-known-good - no comparison, said so.
+      - "Cost: a comparison is 528 requests (score, 8 tokens each) and/or 48 (greedy, 32 tokens); a reference
+        528 and/or 2 x 48; seconds in docs/bench.md. Not for a multi-node replica (O(phase) other than C(all))."
+    type: dict
+    default: {}
+    suboptions:
+      checks:
+        description: The checks, C(score) and/or C(greedy).
+        type: list
+        elements: str
+        choices: [score, greedy]
 notes:
-  - It runs these modules on the host, M(gpuhost.sglang.serving_unit), M(gpuhost.sglang.serving_ready) and
-    M(gpuhost.sglang.serving_bench).
+  - It runs these modules on the host, M(gpuhost.sglang.serving_unit), M(gpuhost.sglang.serving_ready),
+    M(gpuhost.sglang.serving_bench) and, with O(accuracy), M(gpuhost.sglang.serving_accuracy).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -217,6 +237,13 @@ interrupted:
   description: Whether the run was interrupted (the candidate in flight then failed with class C(interrupted)).
   returned: with O(phase=all)
   type: bool
+accuracy:
+  description: >-
+    The accuracy gate's calls in order (empty when O(accuracy) is off) - C(candidate), C(action) (gate, measure),
+    C(checks), C(file), C(passed), C(class), C(message), C(requests), C(seconds).
+  returned: always
+  type: list
+  elements: dict
 replica:
   description: This rank's state after the phase (a phase other than C(all)); the next phase reads it in O(peers).
   returned: with a replica phase

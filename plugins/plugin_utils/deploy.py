@@ -13,6 +13,10 @@ one through modules, tests/harness/fake_deploy_host.py a fake one in memory). Th
   wait_ready(unit, health_url, since, timeout)
                                  -> {'state': 'ready'|'failed'|'timeout', 'cls', 'hint', 'evidence', 'journal_tail'}
   canary(base_url)               -> list of failure messages (empty: passed)
+  accuracy(base_url, action, checks, lkg_file)
+                                 -> the serving_accuracy module's result: action ``measure`` writes the reference
+                                    to lkg_file, ``gate`` compares with it ({passed, class, message, requests,
+                                    seconds}); only called when the spec turns the accuracy gate on
   record(meta, timeout_content, remove_paths, forget_unit) -> list of changed paths
   restore(lkg)                   -> host clock before the restart of last-known-good
   stop(unit)                     -> None
@@ -20,7 +24,9 @@ one through modules, tests/harness/fake_deploy_host.py a fake one in memory). Th
   say(line)                      -> None (one line of progress for the operator)
 
 Phases (``run``): for each candidate in order, install -> restart when anything changed or the unit is not
-active -> readiness -> canary; the first pass is recorded as last-known-good (unless ``lkg_update`` is off)
+active -> readiness -> canary -> the accuracy gate when the spec turns it on (``accuracy``: {checks}; against the
+reference recorded with last-known-good, then the passing candidate's own reference measured for the record);
+the first pass is recorded as last-known-good (unless ``lkg_update`` is off)
 and the later candidates are never touched. When none passes, or the run is interrupted after the live unit
 was touched, last-known-good is restored through ``restore`` and proven with the same readiness wait and
 canary at its own address; without a record the failing unit is stopped. Failure classes are values.
@@ -37,6 +43,9 @@ action plugin lets Ansible's own handling end the worker then); its time is boun
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import hashlib
+import json
 
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.unit_timing import start_timeout
 
@@ -91,6 +100,7 @@ class DeployTransaction(object):
     unit, unit_dir, env_file, lkg_dir, health_url, base_url: where the candidate serves;
     candidates: [{'options': dict, 'argv': [...], 'unit_content': str}] in order (the first is the configuration);
     ready_timeout: seconds; probes: run the canary; lkg_update: record a pass as last-known-good;
+    accuracy: {} (off) or {'checks': [score and/or greedy]} (bench/accuracy.py, through host.accuracy);
     meta: fields of the record (engine, engine_version, model_path, venv); install_dir: the venvs' directory;
     timeout_start_sec_min: the start-timeout drop-in's floor; check_mode; host: the inventory name.
     """
@@ -107,6 +117,8 @@ class DeployTransaction(object):
         self.clock = 0
         self.live_is_lkg = False
         self.interrupts = 0
+        self.accuracy = []       # the accuracy gate's verdicts and reference measurements, in order
+        self.reference = None    # the passing candidate's accuracy reference, for the record
 
     # ---- the whole transaction -------------------------------------------------------------------------------
     def run(self):
@@ -248,12 +260,69 @@ class DeployTransaction(object):
             problems = self.h.canary(s["base_url"])
             if problems:
                 return self._failed(index, "incoherent", "; ".join(problems), [], restarted)
+        problem = self.accuracy_gate(index, cand)
+        if problem:
+            return self._failed(index, problem[0], problem[1], [], restarted)
         self.attempts.append(self._row(index, RESULT_PASSED, restarted=restarted,
                                        load_seconds=round(load, 1) if load is not None else None))
         self.h.say("candidate %d passed the gate%s" % (index, "" if restarted else " (no restart: nothing changed)"))
         if s.get("lkg_update", True):
             self.commit(cand, since, load)
         return True, "active"
+
+    # ---- the opt-in accuracy gate --------------------------------------------------------------------------
+    def reference_file(self, cand):
+        """Where a candidate's accuracy reference lives: in the last-known-good directory, named by its command
+        line and engine version (a reference is only comparable for the configuration that measured it)."""
+        key = json.dumps([cand["argv"], (self.s.get("meta") or {}).get("engine_version")], sort_keys=True)
+        return "%s/accuracy-%s.json" % (self.s["lkg_dir"], hashlib.sha256(key.encode()).hexdigest()[:12])
+
+    def _accuracy_call(self, index, action, checks, path):
+        res = self.h.accuracy(self.s["base_url"], action, checks, path) or {}
+        row = {"candidate": index, "action": action, "checks": list(checks), "file": path}
+        row.update((k, res.get(k)) for k in ("passed", "class", "message", "requests", "seconds"))
+        if action == "measure":
+            row["passed"] = not res.get("failed") and res.get("class") in (None, "ok")
+        self.accuracy.append(row)
+        return row, res
+
+    def accuracy_gate(self, index, cand):
+        """The accuracy gate (spec ``accuracy``: {checks}; off when empty): the candidate against the reference
+        recorded with last-known-good (its checks that the reference holds), then, when the pass is recorded, the
+        candidate's own reference. No reference (a first deploy, or one recorded before the gate was on): the
+        comparison is skipped and said so. Returns None (passed or not run) or (class, message)."""
+        acc = self.s.get("accuracy") or {}
+        if not acc or self.s.get("check_mode"):
+            return None
+        ref = self.lkg.get("accuracy") or {}
+        checks = [c for c in acc["checks"] if c in (ref.get("checks") or [])]
+        own = self.reference_file(cand)
+        if not ref.get("file"):
+            self.h.say("candidate %d: no accuracy reference recorded with last-known-good: nothing to compare with%s" % (
+                index, " (this pass records one)" if self.s.get("lkg_update", True) else ""))
+        elif ref["file"] == own:
+            self.h.say("candidate %d: last-known-good's own command line and engine version: no accuracy comparison" % index)
+        elif not checks:
+            self.h.say("candidate %d: the reference recorded with last-known-good has %s, not %s: no accuracy comparison" % (
+                index, ", ".join(ref.get("checks") or []) or "no check", ", ".join(acc["checks"])))
+        else:
+            row, _res = self._accuracy_call(index, "gate", checks, ref["file"])
+            if not row["passed"]:
+                return row["class"] or "accuracy_drop", "accuracy gate: %s" % (row["message"] or "failed")
+            self.h.say("candidate %d passed the accuracy gate: %s" % (index, (row["message"] or "")[:300]))
+        self.reference = None
+        if not self.s.get("lkg_update", True):
+            return None
+        if ref.get("file") == own and set(acc["checks"]) <= set(ref.get("checks") or []):
+            self.reference = dict(ref)
+            return None
+        row, res = self._accuracy_call(index, "measure", acc["checks"], own)
+        if not row["passed"]:
+            return "accuracy_error", "measuring the accuracy reference failed: %s" % (res.get("msg") or row["message"])
+        self.reference = {"file": own, "checks": list(acc["checks"]), "argv": cand["argv"],
+                          "requests": (res.get("measured") or {}).get("requests"),
+                          "seconds": (res.get("measured") or {}).get("seconds")}
+        return None
 
     def _failed(self, index, cls, message, journal_tail, restarted):
         self.attempts.append(self._row(index, RESULT_FAILED, restarted=restarted, **{
@@ -280,15 +349,20 @@ class DeployTransaction(object):
             "# sglang_timeout_start_sec_min and three times the load time, rounded up to a minute.\n"
             "[Service]\nTimeoutStartSec=%d\n" % (load_seconds, timeout))
         remove, forget = [], ""
-        if load is None and self.live_is_lkg and all(self.lkg.get(k) == v for k, v in meta.items()):
+        if self.reference is not None:
+            meta["accuracy"] = self.reference
+            old_ref = (self.lkg.get("accuracy") or {}).get("file")
+            if old_ref and old_ref != self.reference["file"]:
+                remove.append(old_ref)
+        if load is None and self.live_is_lkg and not remove and all(self.lkg.get(k) == v for k, v in meta.items()):
             # nothing restarted, the live files are last-known-good's and the record says the same: a no-op deploy
             # rewrites nothing (serving_unit record would compare and keep it all), so it costs no round trip
             return
         old_unit = self.lkg.get("unit", s["unit"])
         if old_unit != s["unit"] and self.lkg.get("unit_path"):
             keep = (unit_path, s["env_file"])
-            remove = [p for p in (self.lkg["unit_path"], self.lkg["unit_path"] + ".d", self.lkg.get("env_file", ""),
-                                  "%s/%s" % (s["lkg_dir"], old_unit)) if p and p not in keep]
+            remove += [p for p in (self.lkg["unit_path"], self.lkg["unit_path"] + ".d", self.lkg.get("env_file", ""),
+                                   "%s/%s" % (s["lkg_dir"], old_unit)) if p and p not in keep]
             forget = old_unit
         if self.h.record(meta, timeout_content, remove, forget):
             self.changed = True
@@ -330,7 +404,8 @@ class DeployTransaction(object):
         return {"changed": self.changed, "passed_candidate": passed, "gate_result": gate, "msg": msg,
                 "interrupted": bool(self.interrupts),
                 "attempts": self.attempts, "live_touched": self.touched, "rollback": self.rollback,
-                "lkg_unit": self.lkg.get("unit", ""), "diffs": [d for d in self.diff if d.get("before") != d.get("after")]}
+                "lkg_unit": self.lkg.get("unit", ""), "accuracy": self.accuracy,
+                "diffs": [d for d in self.diff if d.get("before") != d.get("after")]}
 
     def _gate_line(self, passed):
         if passed is None:

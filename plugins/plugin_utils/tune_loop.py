@@ -16,6 +16,10 @@ The same code as the playbook, step by step:
                                 rendered argv is started; readiness is /health plus the startup log classified by
                                 module_utils/serving/ready.py; the canary is serving_bench's probes (BenchRun)
   bench ladder                  serving_bench's BenchRun, one level a call, as the playbook's loop does
+  accuracy gate                 the serving_accuracy module's steps (bench/accuracy.run_module) with the parameters
+                                tune_candidate.yml passes, after the ladder: the base measures last-known-good once
+                                (the checks any candidate needs), every other candidate is compared with it by its
+                                own checks; a failure is the row's status ``inaccurate`` (tune_campaign decides)
 Extra gates (an accuracy gate, say) plug in as ``gates``: callables run after the canary, before the ladder.
 """
 
@@ -30,6 +34,8 @@ import signal
 import subprocess
 import time
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import accuracy as bench_accuracy
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store as bench_store
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench.runner import BenchRun
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import ready
 from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.state import CampaignState, state_path
@@ -39,6 +45,11 @@ from ansible_collections.gpuhost.sglang.plugins.modules import tune_campaign
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import DeployFailed, DeployTransaction
 
 UNIT = "sglang-tune"
+
+
+def _read_json(path):
+    with open(path) as f:
+        return json.load(f)
 
 
 class LoopError(Exception):
@@ -413,8 +424,40 @@ class CampaignLoop(object):
                 self.finish(cand, t0, stage="gate_failed", failure=res, note=res.get("message", ""))
                 return False
         levels = [self.level(cand, conc) for conc in self.plan["workload"]["concurrency"]]
-        self.finish(cand, t0, stage="benched", levels=levels)
+        self.finish(cand, t0, stage="benched", levels=levels, accuracy=self.accuracy(cand))
         return True
+
+    def accuracy_dir(self):
+        return os.path.join(self.state_dir, self.plan["name"])
+
+    def accuracy(self, cand):
+        """tune_candidate.yml's two serving_accuracy tasks: the base measures last-known-good into
+        accuracy-lkg.json (the checks any candidate needs), every other candidate is compared with it by its own
+        checks. Returns the module's result for the row, or None (gate off, or no check needed). What the row
+        leaves out (per-item answers, greedy texts, which outputs differ) goes to accuracy-<index>-<id>.json."""
+        acc, i = self.plan["accuracy"], cand["index"]
+        checks = acc["lkg_checks"] if i == 0 else cand["accuracy_checks"]
+        if not acc["enabled"] or not checks:
+            return None
+        keys = ("api", "concurrency", "limit", "greedy_prompts", "alpha", "margin", "greedy_margin", "greedy_metric")
+        p = dict((k, acc[k]) for k in keys)
+        p.update(action="measure" if i == 0 else "gate", base_url=self.base_url, checks=checks, delta=cand["delta"],
+                 lkg_file=os.path.join(self.accuracy_dir(), "accuracy-lkg.json"), model=None, api_key=None,
+                 timeout=120.0, fail_on_gate=False)
+        path = os.path.join(self.accuracy_dir(), "accuracy-%d-%s.json" % (i, cand["id"]))
+
+        def detail(full):
+            bench_store.atomic_write_json(path, full)
+            for name, d in sorted((full.get("differences") or {}).items()):
+                self.say("  accuracy %s: %s" % (name, json.dumps(d, sort_keys=True)[:600]))
+
+        try:
+            res, _failed, msg = bench_accuracy.run_module(p, bench_store.atomic_write_json, _read_json, detail=detail)
+        except bench_accuracy.AccuracyError as exc:
+            res = {"passed": False, "class": "accuracy_error", "message": str(exc), "checks": {}}
+            msg = "accuracy gate error: %s" % exc
+        self.say("  %s" % msg[:600])
+        return res
 
     def finish(self, cand, t0, **record):
         took = time.monotonic() - t0

@@ -9,7 +9,9 @@ unit file's content, a JSON object ``{"name", "port", "behave"}`` where behave i
   ok          starts, ready, answers the probes;
   fail_start  exits during startup (class startup_failure, as serving_ready classifies it);
   timeout     never becomes ready;
-  incoherent  ready, but the canary fails (NaN or garbage answers).
+  incoherent  ready, but the canary fails (NaN or garbage answers);
+  inaccurate  ready, the canary passes, but its answers differ from any other configuration's: the accuracy gate
+              (``accuracy``) fails it against a reference measured on another unit text.
 ``interrupt`` = (operation, n) raises KeyboardInterrupt at the n-th call (1-based) of that operation, before
 it acts, the way a SIGINT caught by the action plugin during that module call would; a list of such pairs raises
 at each (a second interrupt).
@@ -167,6 +169,25 @@ class FakeHost(object):
             if v["state"] == "active" and "http://127.0.0.1:%d" % data["port"] == base_url:
                 return ["probe capital: expected 'Paris', got 'NaN NaN'"] if data["behave"] == "incoherent" else []
         return ["no server answers at %s" % base_url]
+
+    def accuracy(self, base_url, action, checks, lkg_file):
+        """serving_accuracy's result against the server at ``base_url``: ``measure`` stores which server answered
+        in ``lkg_file``; ``gate`` fails an ``inaccurate`` server against a reference another one measured, and fails
+        with accuracy_error when the file is missing (as the module does)."""
+        self._op("accuracy", "%s %s" % (action, ",".join(checks)))
+        served = [json.loads(v["started_from"]) for v in self.units.values() if v["state"] == "active"]
+        served = [d for d in served if "http://127.0.0.1:%d" % d["port"] == base_url]
+        if not served:
+            return {"failed": True, "class": "accuracy_error", "msg": "no server answers at %s" % base_url}
+        if action == "measure":
+            self.files[lkg_file] = json.dumps({"checks": list(checks), "measured_on": served[0]["name"]})
+            return {"changed": True, "checks": list(checks), "measured": {"requests": 624, "seconds": 3.5}}
+        if lkg_file not in self.files:
+            return {"failed": True, "class": "accuracy_error", "msg": "lkg_file: %s cannot be read" % lkg_file}
+        ref = json.loads(self.files[lkg_file])["measured_on"]
+        bad = served[0]["behave"] == "inaccurate" and ref != served[0]["name"]
+        return {"passed": not bad, "class": "accuracy_drop" if bad else "ok", "requests": 528, "seconds": 2.5,
+                "message": "%s: exact-match score 0.410 vs last-known-good 0.930 (%s)" % ("FAILED" if bad else "passed", ref)}
 
     def record(self, meta, timeout_content, remove_paths, forget_unit):
         self._op("record", meta.get("candidate"))

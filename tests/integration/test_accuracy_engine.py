@@ -3,19 +3,16 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The accuracy gate on the real CPU engine (transformers serve) with the sandbox's tiny model: last-known-good is
 the trained model; a copy whose weights carry noise far below their own scale must pass, a copy with noise at half
-their scale (a model whose numbers really changed) must fail the greedy check. The weights are perturbed in the
-safetensors file itself (numpy; the format: an 8-byte little-endian header length, a JSON header, raw tensors)."""
+their scale (a model whose numbers really changed) must fail the greedy check. The copies come from
+benchmarks/gpu/sglang/damage_model.py (the same the GPU machine's experiment makes)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
+import importlib.util
 import os
-import shutil
-import struct
 
-import numpy as np
 import pytest
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import accuracy as A
@@ -27,31 +24,11 @@ pytestmark = [pytest.mark.engine, pytest.mark.skipif(
     reason="engine venv / tiny model missing: run tests/fixtures/engine-venv.sh and tests/fixtures/tinymodel.sh")]
 
 CONCURRENCY = 8
-
-
-def perturbed_copy(src, dst, relative, seed=0):
-    """A copy of model directory ``src`` whose float32 tensors get Gaussian noise of ``relative`` x each tensor's
-    own standard deviation (norm weights included)."""
-    shutil.copytree(src, dst)
-    path = os.path.join(dst, "model.safetensors")
-    with open(path, "rb") as f:
-        data = bytearray(f.read())
-    (hlen,) = struct.unpack("<Q", bytes(data[:8]))
-    header = json.loads(bytes(data[8:8 + hlen]))
-    rng = np.random.default_rng(seed)
-    for name, meta in sorted(header.items()):
-        if name == "__metadata__":
-            continue
-        assert meta["dtype"] == "F32", (name, meta["dtype"])
-        lo, hi = meta["data_offsets"]
-        start = 8 + hlen
-        t = np.frombuffer(bytes(data[start + lo:start + hi]), dtype="<f4")
-        scale = float(t.std()) or float(np.abs(t).mean()) or 1.0
-        t = (t + rng.normal(0.0, relative * scale, t.shape)).astype("<f4")
-        data[start + lo:start + hi] = t.tobytes()
-    with open(path, "wb") as f:
-        f.write(bytes(data))
-    return dst
+_SPEC = importlib.util.spec_from_file_location("damage_model", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks", "gpu", "sglang", "damage_model.py"))
+damage_model = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(damage_model)
+perturbed_copy = damage_model.perturbed_copy
 
 
 def _measure(model_dir, fn, *args, **kw):
@@ -78,3 +55,19 @@ def test_gate_passes_tiny_noise_and_fails_a_damaged_model(tmp_path):
             print("%s: %s (%d requests, %.1f s)" % (name, g["message"], g["requests"], g["seconds"]))
     assert same["passed"], same["message"]
     assert not bad["passed"] and bad["checks"]["greedy"]["class"] == "greedy_divergence", bad["message"]
+
+
+def test_the_canary_passes_noise_at_half_the_spread_and_catches_noise_at_twice_it(tmp_path):
+    """What the accuracy campaign on the H200 (campaigns/h200-tiny-acc.yml) expects of its damaged copies: at 0.5 the
+    known-answer canary still passes (so only the accuracy gate can catch it), at 1 and 2 it fails (the deploy gate
+    stops it before any accuracy check)."""
+    from ansible_collections.gpuhost.sglang.plugins.plugin_utils.tune_loop import bench_canary  # pylint: disable=import-outside-toplevel
+    good = os.path.join(TINYMODEL, "good")
+    out = {}
+    for rel in (0.5, 1.0, 2.0):
+        with serve(perturbed_copy(good, str(tmp_path / ("noise%g" % rel)), rel)) as srv:
+            complete(srv, "The capital of France is", max_tokens=4)
+            out[rel] = bench_canary(srv.base_url)
+        print("noise %g: canary %s" % (rel, out[rel][:1] or "passed"))
+    assert out[0.5] == []
+    assert out[1.0] and "incoherent" in out[1.0][0] and out[2.0] and "incoherent" in out[2.0][0]

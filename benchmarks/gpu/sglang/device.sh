@@ -14,6 +14,9 @@
 #                                                                    the like-for-like arms, no restart (gap.py)
 #   OUT=... bash benchmarks/gpu/sglang/device.sh tune [ARGS...]    unpack (once), the tuning campaign (tune.py; it
 #                                                                   starts its own servers: no start before it)
+#   OUT=... bash benchmarks/gpu/sglang/device.sh damage DST=REL...  unpack (once), damaged copies of the bundle's
+#                                                                   model (damage_model.py: noise of REL x each
+#                                                                   tensor's spread), for the accuracy experiment
 #   bash benchmarks/gpu/sglang/device.sh ansible-zip                HERE, before: Ansible's module_utils into
 #                                                                   .device/ (ignored; carry it: no Ansible there)
 # The launch is the one that worked on this machine with the trimmed kernel package: triton attention, pytorch
@@ -132,6 +135,9 @@ PY
         --host 127.0.0.1 --port 30011 $extra >"$OUT/startup-fail-$name.log" 2>&1
       echo "$name rc=$?" | tee -a "$OUT/failures.txt"
     done ;;
+  damage)
+    unpack
+    python3 "$ROOT/benchmarks/gpu/sglang/damage_model.py" "$W/model" "${@:2}" 2>&1 | tee -a "$OUT/damage.log" ;;
   tune)
     shift
     unpack
@@ -139,6 +145,6 @@ PY
     timeout -k 20 "${TUNE_LIMIT_S:-560}" python3 "$ROOT/benchmarks/gpu/sglang/tune.py" --out "$OUT" --port "$PORT" "$@"
     echo "tune rc=$?" | tee -a "$OUT/tune.log" ;;
   *) echo "usage: device.sh stage PARTDIR | start [ARGS] | stop | restart | record | bench | health_bench | gap [gap.py ARGS] | nvml | failures
-                 | tune [ARGS] | ansible-zip" >&2
+                 | tune [ARGS] | damage DST=REL... | ansible-zip" >&2
      exit 2 ;;
 esac

@@ -7,7 +7,9 @@ Campaigns run in order, sharing one state directory (crash memory carries from o
 starts once --deadline-s is near: the campaign is cut off there and resumes on the next run, from /tmp when the
 machine stayed up, else from --restage (the previous run's OUT/tune-state.tgz). Writes OUT/tune.log,
 OUT/tune-state.tgz (the state directory: state, reports, bench runs, server logs) and, per campaign,
-OUT/<name>-results.md, -results.json and -pareto.png.
+OUT/<name>-results.md, -results.json and -pareto.png. A campaign with the accuracy gate on also leaves, in the
+state, accuracy-lkg.json (last-known-good's measurements) and accuracy-<index>-<id>.json per candidate (its answers,
+greedy outputs and what differs); tune.log has the differing outputs.
 """
 import argparse
 import json
@@ -72,6 +74,9 @@ def main():
     ap.add_argument("--state-dir", default="/tmp/sglang/tune", help="survives between runs while the machine stays up")
     ap.add_argument("--restage", help="a previous run's tune-state.tgz, unpacked when --state-dir holds no state")
     ap.add_argument("--model", default="/tmp/sglang/model")
+    ap.add_argument("--campaign-model", action="store_true",
+                    help="the campaign's options name the model (model-path; the accuracy experiment's damaged copies, "
+                         "device.sh damage); without it the launcher sets --model")
     ap.add_argument("--port", type=int, default=30000)
     ap.add_argument("--deadline-s", type=float, default=480, help="no candidate starts after this many seconds")
     ap.add_argument("--estimate-s", type=float, default=150, help="a candidate's time until one is measured")
@@ -93,7 +98,9 @@ def main():
     host = tune_loop.LauncherHost(os.path.join(a.state_dir, "launcher"), lkg_dir=os.path.join(a.state_dir, "last-known-good"),
                                   say=say)
     parser = tune_loop.EngineParser(sys.executable)
-    managed = dict(MANAGED, **{"model-path": a.model, "port": a.port})
+    managed = dict(MANAGED, port=a.port)
+    if not a.campaign_model:
+        managed["model-path"] = a.model
     summary = []
     try:
         for path in a.campaigns:

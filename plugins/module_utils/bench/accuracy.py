@@ -297,6 +297,8 @@ SCORE_FLAGS = (
     "ep-size", "moe-a2a-backend",
     # transformers serve: continuous batching switches to its paged-attention path (other kernels); the device
     "continuous-batching", "device",
+    # another checkpoint: other weights (the accuracy experiment's damaged copies, campaigns/h200-tiny-acc.yml)
+    "model-path",
 )
 
 
@@ -497,16 +499,37 @@ def resolve_checks(checks, delta):
     return list(checks)
 
 
-def run_module(p, write_json, read_json, client=bench_client):
+def differences(lkg, measured, limit=3):
+    """What changed between last-known-good's measurements and a candidate's (:func:`gate`'s ``measured``), for
+    the operator: {greedy: {differing, n, examples [{prompt (its last line), lkg, candidate}]}, score: {lost, gained
+    (item ids right only under last-known-good / only under the candidate)}}, the checks both measured."""
+    out = {}
+    ref, cand = lkg.get("greedy"), measured.get("greedy")
+    if ref and cand:
+        diff = [i for i, (x, y) in enumerate(zip(ref["texts"], cand["texts"])) if x != y]
+        out["greedy"] = {"differing": len(diff), "n": len(ref["texts"]), "examples": [
+            {"prompt": ref["prompts"][i].rstrip().splitlines()[-1], "lkg": ref["texts"][i], "candidate": cand["texts"][i]}
+            for i in diff[:limit]]}
+    ref, cand = lkg.get("score"), measured.get("score")
+    if ref and cand and ref["ids"] == cand["ids"]:
+        out["score"] = {"lost": [i for i, r, c in zip(ref["ids"], ref["correct"], cand["correct"]) if r and not c],
+                        "gained": [i for i, r, c in zip(ref["ids"], ref["correct"], cand["correct"]) if c and not r]}
+    return out
+
+
+def run_module(p, write_json, read_json, client=bench_client, detail=None):
     """O(action=measure): last-known-good's measurements into O(lkg_file); O(action=gate): the candidate at
-    O(base_url) against them. ``write_json(path, obj)``/``read_json(path)`` do the file I/O. Returns
-    (result dict, failed, msg)."""
+    O(base_url) against them. ``write_json(path, obj)``/``read_json(path)`` do the file I/O; ``detail(obj)``, when
+    given, receives what the compact result leaves out (measure: last-known-good's measurements; gate: the full
+    :func:`gate` result with :func:`differences`). Returns (result dict, failed, msg)."""
     checks = resolve_checks(p["checks"], p.get("delta"))
     common = dict(model=p.get("model"), api=p["api"], concurrency=p["concurrency"], api_key=p.get("api_key"),
                   timeout=p["timeout"], client=client)
     if p["action"] == "measure":
         lkg = measure_lkg(p["base_url"], checks=checks, limit=p.get("limit"), greedy_n=p["greedy_prompts"], **common)
         write_json(p["lkg_file"], dict(lkg, taskset=TASKSET_ID, checks=checks))
+        if detail is not None:
+            detail(lkg)
         res = {"changed": True, "checks": checks, "lkg_file": p["lkg_file"], "measured": measure_summary(lkg)}
         return res, False, "measured %s on last-known-good: %d requests in %.1f s" % (
             ", ".join(checks) or "nothing", res["measured"]["requests"], res["measured"]["seconds"])
@@ -524,6 +547,8 @@ def run_module(p, write_json, read_json, client=bench_client):
             p["lkg_file"], ", ".join(missing), ", ".join(lkg.get("checks") or []) or "none", checks))
     g = gate(p["base_url"], lkg, checks, alpha=p["alpha"], margin=p["margin"], greedy_margin=p["greedy_margin"],
              greedy_metric=p["greedy_metric"], **common)
+    if detail is not None:
+        detail(dict(g, differences=differences(lkg, g["measured"])))
     out = compact(g)
     out["changed"] = False
     failed = not g["passed"] and p["fail_on_gate"]

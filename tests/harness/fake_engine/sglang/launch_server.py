@@ -8,6 +8,10 @@ server_args probe checked), then does what the real 0.5.17 did on the H200 for t
                                    as the real process did (it did not exit within 80 s)
   --mem-fraction-static < 0.001    prints startup-fail-memfrac.log and hangs likewise
   --kv-cache-dtype fp8_e5m2        serves, with answers that change (fakeserver ``garbage``): a numerics flag
+  --kv-cache-dtype fp8_e4m3        serves fluently, the probes right, but 20% of the accuracy task items wrong and
+                                   half the greedy outputs changed after the answer (fakeserver --accuracy 0.8
+                                   --drift 0.5): a numerics change only the accuracy gate sees (the factors are this
+                                   stand-in's, unverified)
   otherwise                        prints the first lines of startup-good.log and becomes tests/integration/
                                    fakeserver.py on --port: the probes' known answers, /metrics, each token
                                    paced by FAKE_ENGINE_ITL seconds (default 0.004), half that with CUDA graphs on
@@ -46,8 +50,10 @@ def main(argv=None):
     sys.stdout.flush()
     itl = float(os.environ.get("FAKE_ENGINE_ITL", "0.004")) / (1 if a.disable_cuda_graph else 2)
     behavior = "garbage" if a.kv_cache_dtype == "fp8_e5m2" else "ok"
+    numerics = ["--accuracy", "0.8", "--drift", "0.5"] if a.kv_cache_dtype == "fp8_e4m3" else []
     os.execv(sys.executable, [sys.executable, FAKESERVER, "--behavior", behavior, "--port", str(a.port), "--model",
-                              a.served_model_name or a.model_path, "--itl", str(itl), "--ttft", os.environ.get("FAKE_ENGINE_TTFT", "0.02"), "--metrics"])
+                              a.served_model_name or a.model_path, "--itl", str(itl), "--ttft", os.environ.get("FAKE_ENGINE_TTFT", "0.02"),
+                              "--metrics"] + numerics)
 
 
 if __name__ == "__main__":

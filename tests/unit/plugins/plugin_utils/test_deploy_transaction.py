@@ -333,3 +333,107 @@ def test_restore_only_without_a_record_fails_naming_it():
     host.serve(OLD, record=False)
     with pytest.raises(DeployFailed, match="No last-known-good record on h1"):
         DeployTransaction(host, spec(host, ["ok"])).restore_only()
+
+
+# ---- the opt-in accuracy gate ------------------------------------------------------------------------------------
+ACC = {"checks": ["score"]}
+
+
+def test_accuracy_off_by_default_sends_nothing():
+    host = FakeHost()
+    host.serve(OLD)
+    res, err = run(host, spec(host, ["inaccurate"]))
+    assert err is None and res["passed_candidate"] == 0 and res["accuracy"] == []
+    assert "accuracy" not in dict(host.log) and "accuracy" not in host.record_meta()
+
+
+def test_first_deploy_with_accuracy_records_a_reference_with_last_known_good():
+    host = FakeHost()
+    s = spec(host, ["ok"], accuracy=ACC)
+    res, err = run(host, s)
+    assert err is None and ops(host, "accuracy") == ["measure score"]
+    ref = host.record_meta()["accuracy"]
+    assert ref["file"].startswith(host.lkg_dir + "/accuracy-") and ref["checks"] == ["score"]
+    assert json.loads(host.files[ref["file"]])["measured_on"] == "c0-ok"
+    assert ref["argv"] == s["candidates"][0]["argv"] and (ref["requests"], ref["seconds"]) == (624, 3.5)
+    assert any("no accuracy reference recorded with last-known-good" in line for line in host.lines)
+
+
+def test_candidate_that_changes_answers_fails_the_accuracy_gate_and_the_next_one_stays():
+    host = FakeHost()
+    run(host, spec(host, ["ok"], accuracy=ACC))
+    first_ref = host.record_meta()["accuracy"]["file"]
+    res, err = run(host, spec(host, ["inaccurate", "ok"], port=30000, accuracy=ACC))
+    assert err is None and res["passed_candidate"] == 1
+    assert res["attempts"][0]["outcome"] == "failed" and res["attempts"][0]["class"] == "accuracy_drop"
+    assert "accuracy gate: FAILED: exact-match score 0.410" in res["attempts"][0]["message"]
+    assert ops(host, "accuracy") == ["measure score", "gate score", "gate score", "measure score"]
+    assert [(a["candidate"], a["action"], a["passed"]) for a in res["accuracy"]] == [
+        (0, "gate", False), (1, "gate", True), (1, "measure", True)]
+    meta = host.record_meta()
+    assert meta["accuracy"]["file"] != first_ref and first_ref not in host.files  # the old reference removed
+    assert meta["failed_before"] == [{"argv": ["serve", "c0-inaccurate"], "class": "accuracy_drop"}]
+
+
+def test_only_candidate_failing_accuracy_rolls_back_to_last_known_good():
+    host = FakeHost()
+    run(host, spec(host, ["ok"], accuracy=ACC))
+    res, err = run(host, spec(host, ["inaccurate"], accuracy=ACC))
+    assert err and "accuracy_drop" in err and "Rolled back to last-known-good" in err
+    assert host.serving() == {host.unit: "ok"} and json.loads(host.live())["name"] == "c0-ok"
+
+
+def test_accuracy_unchanged_configuration_and_tuning_measure_nothing_new():
+    host = FakeHost()
+    run(host, spec(host, ["ok"], accuracy=ACC))
+    before = list(host.log)
+    res, err = run(host, spec(host, ["ok"], accuracy=ACC))  # the same command line: nothing to compare or measure
+    assert err is None and [o for o, _d in host.log[len(before):] if o == "accuracy"] == []
+    assert any("last-known-good's own command line" in line for line in host.lines)
+    res, err = run(host, spec(host, ["ok", "ok"], accuracy={"checks": ["score"]}, lkg_update=False,
+                              candidates=[{"options": {}, "argv": ["serve", "tuned"], "unit_content": unit_text("tuned")}]))
+    assert err is None and ops(host, "accuracy")[-1] == "gate score" and ops(host, "accuracy").count("measure score") == 1
+
+
+def test_accuracy_checks_the_reference_lacks_are_said_not_silently_passed():
+    host = FakeHost()
+    run(host, spec(host, ["ok"], accuracy=ACC))
+    res, err = run(host, spec(host, ["inaccurate"], accuracy={"checks": ["greedy"]}))
+    assert err is None and ops(host, "accuracy")[-1] == "measure greedy"
+    assert any("has score, not greedy: no accuracy comparison" in line for line in host.lines)
+
+
+def test_accuracy_reference_that_cannot_be_measured_fails_the_candidate():
+    host = FakeHost()
+    host.serve(OLD)
+
+    def broken(base_url, action, checks, lkg_file):
+        return {"failed": True, "class": "accuracy_error", "msg": "exact-match score: 400 of 528 requests failed"}
+
+    host.accuracy = broken
+    res, err = run(host, spec(host, ["ok"], accuracy=ACC))
+    assert err and "accuracy_error: measuring the accuracy reference failed: exact-match score: 400 of 528" in err
+    assert json.loads(host.live()) == json.loads(OLD)
+
+
+ACTION_BASE = {"unit": "sglang.service", "env_file": "/e", "lkg_dir": "/l", "health_url": "h", "base_url": "b",
+               "canary_python": "p", "env_content": "", "candidates": [{"argv": ["x"], "unit_content": "u"}]}
+
+
+@pytest.mark.parametrize("acc,message", [
+    ({"checks": []}, r"accuracy=\{'checks': \[\]\}: allowed \{\} \(off\) or \{checks: \[...\]\} with checks a non-empty "
+                     r"list of score, greedy \(sglang_accuracy_checks\)"),
+    ({"checks": ["scores"]}, r"accuracy=\{'checks': \['scores'\]\}: allowed"),
+    ({"checks": "score"}, r"accuracy=\{'checks': 'score'\}: allowed"),
+    ({"checks": ["score"], "alpha": 0.1}, r"accuracy=.*'alpha': 0.1.*: allowed"),
+])
+def test_the_action_names_a_bad_accuracy_option(acc, message):
+    from ansible.errors import AnsibleActionFail
+    from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import check_args
+    with pytest.raises(AnsibleActionFail, match=message):
+        check_args(dict(ACTION_BASE, accuracy=acc))
+    with pytest.raises(AnsibleActionFail, match=r"accuracy is not run for a multi-node replica \(phase=stop\)"):
+        replica = {"rank": 1, "nnodes": 2, "head_address": "a", "dist_port": 1, "state_file": "/s"}
+        check_args(dict(ACTION_BASE, accuracy=ACC, phase="stop", replica=replica))
+    assert check_args(dict(ACTION_BASE, accuracy={"checks": ["score", "greedy"]}))["accuracy"]["checks"] == ["score", "greedy"]
+    assert check_args(dict(ACTION_BASE))["accuracy"] == {}

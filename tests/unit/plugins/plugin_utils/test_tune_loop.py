@@ -172,6 +172,44 @@ def test_a_gate_that_fails_records_its_class_and_the_campaign_goes_on(engine, tm
     assert gates == [(0, "wrong_answers", 0.93), (1, "wrong_answers", 0.41)]
 
 
+ACCURATE = dict(campaign("acc", {"schedule-conservativeness": [0.5], "kv-cache-dtype": ["fp8_e4m3"]}),
+                accuracy={"enabled": True, "limit": 110, "greedy_prompts": 22})
+
+
+def test_accuracy_gate_fails_a_candidate_that_changes_answers_and_passes_one_that_does_not(engine, tmp_path):
+    """tune_candidate.yml's accuracy steps in the loop: the base measures last-known-good once (both checks: the
+    candidates need greedy and score), the scheduling candidate passes greedy equivalence, the numerics candidate
+    (the stand-in's fp8_e4m3: answers changed, the canary still right) is ``inaccurate`` with both scores, and
+    never the winner; what changed is kept beside the state."""
+    loop, host, lines = engine(ACCURATE)
+    out = loop.run()
+    r = rows(tmp_path, "acc")
+    assert r[0]["status"] == "ok" and r[0]["accuracy"]["lkg"] and r[0]["accuracy"]["checks"] == ["score", "greedy"]
+    assert r[1]["status"] == "ok" and r[1]["accuracy"]["passed"] and list(r[1]["accuracy"]["checks"]) == ["greedy"]
+    assert r[1]["accuracy"]["checks"]["greedy"]["identical"] == 22
+    assert (r[2]["status"], r[2]["class"]) == ("inaccurate", "accuracy_drop"), r[2]
+    score = r[2]["accuracy"]["checks"]["score"]
+    assert score["lkg_score"] == 1.0 and score["candidate_score"] < 0.95 and score["p_value"] < 1e-3
+    assert "exact-match score" in r[2]["message"] and (out["report"]["winner"] or {}).get("index") != 2
+    state = str(tmp_path / "state" / "acc")
+    with open(os.path.join(state, "accuracy-2-%s.json" % r[2]["id"])) as f:
+        detail = json.load(f)
+    assert detail["differences"]["score"]["lost"] and not detail["differences"]["score"]["gained"]
+    assert os.path.isfile(os.path.join(state, "accuracy-lkg.json"))
+    assert any(line.startswith("  accuracy score: {") for line in lines)
+    assert any("accuracy" in line and "FAIL" in line for line in out["report"]["table"]), out["report"]["table"]
+
+
+def test_accuracy_gate_without_a_reference_is_an_error_row_not_a_crash(engine, tmp_path):
+    """A candidate gated when last-known-good's measurement is missing (the base was measured before the campaign
+    enabled the gate): its row says why, the campaign goes on."""
+    loop, host, lines = engine(ACCURATE)
+    loop.plan = loop.tune("plan", campaign=ACCURATE)["plan"]
+    res = loop.accuracy(loop.plan["candidates"][1])
+    assert res["class"] == "accuracy_error" and "accuracy-lkg.json cannot be read" in res["message"]
+    assert loop.accuracy(dict(loop.plan["candidates"][1], accuracy_checks=[])) is None
+
+
 def test_bad_bench_option_and_base_rejected_are_clear_errors(engine, tmp_path):
     with pytest.raises(tune_loop.LoopError, match=r"bench options \['nope'\] are not serving_bench options"):
         tune_loop.bench_params(nope=1)
@@ -212,3 +250,37 @@ def test_device_entry_point_cut_off_then_restaged_on_a_fresh_machine(tmp_path):
     assert {"tune.log", "tune-state.tgz", "first-results.md", "first-results.json"} <= set(os.listdir(str(tmp_path / "out2")))
     bad = tune(tmp_path / "out3", tmp_path / "m3" / "tune", "--restage", str(tmp_path / "nonesuch.tgz"))
     assert bad.returncode == 2 and "--restage %s: no such file" % (tmp_path / "nonesuch.tgz") in bad.stdout
+
+
+def test_device_entry_point_campaign_model_and_accuracy_files(tmp_path):
+    """tune.py --campaign-model (the accuracy experiment's damaged copies): model-path comes from the campaign, each
+    candidate's server started on its own; the accuracy gate's reference and per-candidate files land in the state
+    that OUT/tune-state.tgz carries, the differing outputs in tune.log."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import tarfile  # pylint: disable=import-outside-toplevel
+    import yaml  # pylint: disable=import-outside-toplevel
+    root = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+    doc = tmp_path / "acc.yml"
+    doc.write_text(yaml.safe_dump(dict(campaign("acc", {"model-path": ["/models/damaged"], "kv-cache-dtype": ["fp8_e4m3"]}),
+                                       base=dict(BASE, **{"model-path": "/models/tiny"}),
+                                       accuracy={"enabled": True, "checks": ["score", "greedy"], "limit": 44,
+                                                 "greedy_prompts": 11}), sort_keys=False))
+    env = dict(os.environ, PYTHONPATH=FAKE_ENGINE, FAKE_ENGINE_ITL="0.004", FAKE_ENGINE_TTFT="0.01")
+    cmd = [sys.executable, os.path.join(root, "benchmarks", "gpu", "sglang", "tune.py"), "--out", str(tmp_path / "out"),
+           "--state-dir", str(tmp_path / "m" / "tune"), "--campaign-model", "--port", str(free_port()),
+           "--min-duration-s", "0", "--ready-timeout", "30", "--no-restore", str(doc)]
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=240, check=False)
+    assert p.returncode == 0, p.stdout[-3000:]
+    logs = sorted(f for f in os.listdir(str(tmp_path / "m" / "tune" / "launcher")) if f.startswith("server-"))
+    heads = []
+    for name in logs:
+        with open(str(tmp_path / "m" / "tune" / "launcher" / name)) as f:
+            heads.append(json.loads(f.readline()[2:]))
+    assert [h[h.index("--model-path") + 1] for h in heads] == ["/models/tiny", "/models/damaged", "/models/tiny"]
+    r = dict((row["index"], row) for row in CampaignState(str(tmp_path / "m" / "tune" / "acc" / "state.jsonl")).rows().values())
+    assert r[1]["status"] == "ok" and r[2]["status"] == "inaccurate", (r[1]["status"], r[2]["status"])
+    with tarfile.open(str(tmp_path / "out" / "tune-state.tgz")) as t:
+        names = t.getnames()
+    assert "tune/acc/accuracy-lkg.json" in names and "tune/acc/accuracy-2-%s.json" % r[2]["id"] in names
+    assert "accuracy greedy: {\"differing\": " in p.stdout and "accuracy gate FAILED" in p.stdout

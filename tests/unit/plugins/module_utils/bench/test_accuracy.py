@@ -317,6 +317,37 @@ def test_run_module_measure_then_gate_with_compact_results():
     assert not failed and res["requests"] == 0 and msg == "no accuracy check needed"
 
 
+def test_run_module_detail_and_differences_show_what_changed():
+    """run_module's ``detail`` hook gets what the compact result leaves out: last-known-good's measurements, then the
+    candidate's answers with the items lost and gained and the greedy outputs that differ (tune.py's evidence)."""
+    files, seen = {}, []
+    right = Client(lambda p: " " + ANSWER[p])
+    A.run_module(_params(checks=["score", "greedy"]), files.__setitem__, files.__getitem__, right, detail=seen.append)
+    assert set(seen[0]) == {"score", "greedy", "greedy_repeat"}
+    first = A.load_tasks(22)[0]["prompt"]
+    off = Client(lambda p: " 0" if p == first else " " + ANSWER[p])
+    res, dummy, dummy2 = A.run_module(_params(action="gate", checks=["score", "greedy"], fail_on_gate=False),
+                                      files.__setitem__, files.__getitem__, off, detail=seen.append)
+    diff = seen[1]["differences"]
+    assert diff["score"] == {"lost": [A.load_tasks(22)[0]["id"]], "gained": []}
+    assert diff["greedy"]["differing"] == 1 and diff["greedy"]["n"] == 11
+    assert diff["greedy"]["examples"] == [{"prompt": "A:", "lkg": " " + ANSWER[first], "candidate": " 0"}]
+    assert "differences" not in res and res["checks"]["greedy"]["identical"] == 10
+
+
+def test_score_power_on_a_model_that_answers_13_of_528():
+    """The H200's tiny model answers ~13 of 528 items: the score check fails a model that lost 4 or more of them
+    (none gained; 4 lost: mid-p 1/32), not one that lost 3 (1/16); all 13 lost: mid-p 0.5^14."""
+    lkg = {"ids": list(range(528)), "correct": [i < 13 for i in range(528)]}
+
+    def lost(k):
+        return A.score_verdict({"ids": lkg["ids"], "correct": [k <= i < 13 for i in range(528)]}, lkg)
+
+    assert lost(13)["p_value"] == 0.5 ** 14 and not lost(13)["passed"]
+    assert lost(4)["p_value"] == 1 / 32.0 and not lost(4)["passed"]
+    assert lost(3)["p_value"] == 1 / 16.0 and lost(3)["passed"]
+
+
 def test_run_module_missing_reference_is_named():
     def missing(path):
         raise OSError("no such file")

@@ -116,3 +116,27 @@ def test_h200_campaigns_share_the_base_and_fa3_fails_last_then_is_remembered():
     assert a["candidates"][0]["id"] == b["candidates"][0]["id"]
     assert a["candidates"][-1]["delta"] == {"attention-backend": "fa3"} == b["candidates"][1]["delta"]
     assert a["workload"]["concurrency"] == b["workload"]["concurrency"] == [1, 16, 64, 256]
+
+
+def test_h200_campaign_c_keeps_campaign_a_base_and_decision_rules_and_gates_accuracy():
+    """campaigns/h200-tiny-c.yml changes the measurement (5-second trials, stated in its header), not the rules: the
+    same base, objective and adopt thresholds as h200-tiny-a.yml; every candidate gated by greedy equivalence."""
+    plans = []
+    for path in ("campaigns/h200-tiny-a.yml", "campaigns/h200-tiny-c.yml"):
+        with open(os.path.join(ROOT, path)) as f:
+            plans.append(tc.load(yaml.safe_load(f)))
+    a, c = plans
+    assert a["candidates"][0]["id"] == c["candidates"][0]["id"]
+    assert a["objective"] == c["objective"] and a["adopt"] == c["adopt"]
+    assert c["accuracy"]["enabled"] and [x["accuracy_checks"] for x in c["candidates"][1:]] == [["greedy"]] * 3
+    assert all(x["delta"]["disable-cuda-graph"] is False for x in c["candidates"][1:])
+
+
+def test_h200_accuracy_campaign_gates_every_candidate_with_both_checks():
+    with open(os.path.join(ROOT, "campaigns/h200-tiny-acc.yml")) as f:
+        p = tc.load(yaml.safe_load(f))
+    assert p["accuracy"]["lkg_checks"] == ["score", "greedy"] and len(p["candidates"]) == 5
+    assert all(x["accuracy_checks"] == ["score", "greedy"] for x in p["candidates"][1:])
+    assert [x["delta"].get("model-path") for x in p["candidates"][2:4]] == ["/tmp/sglang/model-noise0.5",
+                                                                            "/tmp/sglang/model-noise2"]
+    assert p["candidates"][-1]["delta"] == {"kv-cache-dtype": "fp8_e5m2"}  # last: a failed start's rollback is the restore
