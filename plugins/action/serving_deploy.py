@@ -154,7 +154,7 @@ class ModuleHost(object):
         res = self.action._execute_module(module_name=module, module_args=args, task_vars=task_vars or self.task_vars)
         # -vv shows where a deploy's time goes, one line per module call
         display.vv("%s: %s %s: %.2f s" % (self.inventory_name, module.rpartition(".")[2], args.get("op", ""),
-                                         time.monotonic() - start))
+                                          time.monotonic() - start))
         if res.get("failed") and module == "gpuhost.sglang.serving_unit":
             raise AnsibleActionFail(res.get("msg") or "%s failed" % module, result=res)
         return res

@@ -22,3 +22,15 @@ attributes:
   platform:
     platforms: posix
 """
+
+    # Modules that change files on POSIX targets and support check mode and diff mode fully.
+    FILES_FULL = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+"""

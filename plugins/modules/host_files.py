@@ -48,13 +48,7 @@ notes:
   - With C(--diff), each file whose content changes is shown before and after (give secrets with no_log).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - gpuhost.sglang.attributes.files_full
 """
 
 EXAMPLES = r"""

@@ -128,14 +128,6 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import unit
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
-def _read(path):
-    try:
-        with open(path) as fh:
-            return fh.read()
-    except (IOError, OSError):
-        return None
-
-
 def _binary_stamp(command):
     """Size and mtime of the systemd-run binary: an upgrade changes what it accepts."""
     path = command if os.path.isabs(command) else next(
@@ -188,8 +180,9 @@ def main():
         _jrc, jout, _jerr = module.run_command(["journalctl", "--no-pager", "-o", "cat", "-n", "20", "-u", name])
         return False, "\n".join([out or "", err or "", jout or ""])
 
-    key = sandbox.cache_key(groups, p["user"], p["policy"], p["command"], _read(BOOT_ID), _binary_stamp(p["command"][0]))
-    res = sandbox.cached(_read(p["cache_file"]) if p["cache_file"] else None, key)
+    key = sandbox.cache_key(groups, p["user"], p["policy"], p["command"], unit_host.read_text("", BOOT_ID),
+                            _binary_stamp(p["command"][0]))
+    res = sandbox.cached(unit_host.read_text("", p["cache_file"]) if p["cache_file"] else None, key)
     cached = res is not None
     if not cached:
         res = sandbox.decide(groups, run, p["policy"], p["unit"])
