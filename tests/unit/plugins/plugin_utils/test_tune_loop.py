@@ -82,6 +82,9 @@ def health(loop):
         return r.status
 
 
+# the winner must beat the noise and pass the latency gates (c=1 TTFT p99 of two short trials): under the parallel
+# run's load that p99 moved by 419% (2026-12-03), so it runs with the timing tests, alone
+@pytest.mark.timing
 def test_campaign_rejects_classifies_picks_a_winner_and_ends_on_last_known_good(engine, tmp_path):
     loop, host, lines = engine(FIRST)
     out = loop.run()
