@@ -105,13 +105,19 @@ def test_shipped_campaigns_load(path):
     assert len(plan["candidates"]) > 3
 
 
+def load_campaigns(*paths):
+    """The plans of the repository's campaign files, in order."""
+    plans = []
+    for path in paths:
+        with open(os.path.join(ROOT, path)) as f:
+            plans.append(tc.load(yaml.safe_load(f)))
+    return plans
+
+
 def test_h200_campaigns_share_the_base_and_fa3_fails_last_then_is_remembered():
     """campaigns/h200-tiny-a.yml ends on fa3 (its rollback is the campaign's restore); h200-tiny-b.yml, run after it
     in the same state directory, lists fa3 again for crash memory to rule out, over the same base."""
-    plans = []
-    for path in ("campaigns/h200-tiny-a.yml", "campaigns/h200-tiny-b.yml"):
-        with open(os.path.join(ROOT, path)) as f:
-            plans.append(tc.load(yaml.safe_load(f)))
+    plans = load_campaigns("campaigns/h200-tiny-a.yml", "campaigns/h200-tiny-b.yml")
     a, b = plans
     assert a["candidates"][0]["id"] == b["candidates"][0]["id"]
     assert a["candidates"][-1]["delta"] == {"attention-backend": "fa3"} == b["candidates"][1]["delta"]
@@ -121,10 +127,7 @@ def test_h200_campaigns_share_the_base_and_fa3_fails_last_then_is_remembered():
 def test_h200_campaign_c_keeps_campaign_a_base_and_decision_rules_and_gates_accuracy():
     """campaigns/h200-tiny-c.yml changes the measurement (5-second trials, stated in its header), not the rules: the
     same base, objective and adopt thresholds as h200-tiny-a.yml; every candidate gated by greedy equivalence."""
-    plans = []
-    for path in ("campaigns/h200-tiny-a.yml", "campaigns/h200-tiny-c.yml"):
-        with open(os.path.join(ROOT, path)) as f:
-            plans.append(tc.load(yaml.safe_load(f)))
+    plans = load_campaigns("campaigns/h200-tiny-a.yml", "campaigns/h200-tiny-c.yml")
     a, c = plans
     assert a["candidates"][0]["id"] == c["candidates"][0]["id"]
     assert a["objective"] == c["objective"] and a["adopt"] == c["adopt"]
