@@ -102,3 +102,10 @@ def test_sglang_exposure_filter():
     out = F["sglang_exposure"]("0.0.0.0", 30000, engines["sglang"]["public_path_prefixes"], True)
     assert "/metrics" in out["warning"] and out["beyond_localhost"]
     assert F["sglang_exposure"]("127.0.0.1", 30000, engines["sglang"]["public_path_prefixes"], True)["warning"] == ""
+
+
+@pytest.mark.parametrize("text, record", [
+    (None, {}), ("", {}), ("{not json", {}), ("[1, 2]", {}), ('{"argv": ["a"]}', {"argv": ["a"]})])
+def test_json_record_is_the_object_or_nothing(text, record):
+    """A record as host_read returned its text: the object, or {} when absent or damaged."""
+    assert F["json_record"](text) == record

@@ -16,7 +16,6 @@ import stat
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.filter.server import json_record
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import host_files, host_read
 
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -117,12 +116,6 @@ def test_device_nodes_in_find_shape_to_the_given_depth(tmp_path, monkeypatch):
     found = host_read.find_nodes(str(tmp_path), ["/dev"], ["nvidia*"], 2)
     assert [n["path"] for n in found] == ["/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia0", "/dev/nvidiactl"]
     assert found[0]["mode"] == "0666" and found[0]["ischr"] and not found[0]["isblk"]
-
-
-@pytest.mark.parametrize("text, record", [
-    (None, {}), ("", {}), ("{not json", {}), ("[1, 2]", {}), ('{"argv": ["a"]}', {"argv": ["a"]})])
-def test_json_record_is_the_object_or_nothing(text, record):
-    assert json_record(text) == record
 
 
 def test_unit_states_from_one_systemctl_show():
