@@ -143,3 +143,14 @@ def test_h200_accuracy_campaign_gates_every_candidate_with_both_checks():
     assert [x["delta"].get("model-path") for x in p["candidates"][2:4]] == ["/tmp/sglang/model-noise0.5",
                                                                             "/tmp/sglang/model-noise2"]
     assert p["candidates"][-1]["delta"] == {"kv-cache-dtype": "fp8_e5m2"}  # last: a failed start's rollback is the restore
+
+
+def test_h200_campaign_d_keeps_the_rules_and_gates_host_side_candidates_by_greedy_equivalence():
+    """campaigns/h200-tiny-d.yml: campaign a's base, objective and thresholds; its candidates (stream-interval, the
+    radix cache off) change scheduling and streaming, not numerics, so each is gated by greedy equivalence."""
+    a, d = load_campaigns("campaigns/h200-tiny-a.yml", "campaigns/h200-tiny-d.yml")
+    assert a["candidates"][0]["id"] == d["candidates"][0]["id"]
+    assert a["objective"] == d["objective"] and a["adopt"] == d["adopt"]
+    assert [x["delta"] for x in d["candidates"][1:]] == [
+        {"stream-interval": 8}, {"stream-interval": 32}, {"disable-radix-cache": True}]
+    assert [x["accuracy_checks"] for x in d["candidates"][1:]] == [["greedy"]] * 3
