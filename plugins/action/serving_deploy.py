@@ -27,13 +27,13 @@ ARGS = {
     "health_url": str, "base_url": str, "ready_timeout": int, "probes": bool, "canary": dict, "canary_python": str,
     "lkg_update": bool, "retry_failed": bool, "meta": dict, "install_dir": str, "timeout_start_sec_min": int,
     "api_key": str, "restore": bool, "phase": str, "replica": dict, "peers": list, "interrupted": bool,
-    "accuracy": dict,
+    "accuracy": dict, "noop_canary": bool,
 }
 REQUIRED = ("unit", "env_file", "lkg_dir", "health_url", "base_url", "canary_python")
 DEFAULTS = {"unit_dir": "/etc/systemd/system", "ready_timeout": 1800, "probes": True, "canary": {}, "lkg_update": True,
             "retry_failed": False, "meta": {}, "install_dir": "", "timeout_start_sec_min": 300, "api_key": "",
             "restore": False, "candidates": [], "env_content": None, "phase": "all", "replica": {}, "peers": [],
-            "interrupted": False, "accuracy": {}}
+            "interrupted": False, "accuracy": {}, "noop_canary": False}
 ACCURACY_CHECKS = ("score", "greedy")  # bench/accuracy.py CHECKS
 REPLICA_KEYS = ("rank", "nnodes", "head_address", "dist_port", "state_file")
 
@@ -175,7 +175,7 @@ class ModuleHost(object):
             res = self._unit("inspect", unit_content=first, env_content=self.a["env_content"])
             if res.get("preview") and not (res["preview"]["unit_changed"] or res["preview"]["env_changed"]):
                 self._unchanged = first
-        return dict((k, res.get(k)) for k in ("lkg", "lkg_problem", "active", "clock", "live_is_lkg"))
+        return dict((k, res.get(k)) for k in ("lkg", "lkg_problem", "active", "clock", "live_is_lkg", "invocation"))
 
     def install(self, unit_content):
         unchanged, self._unchanged = self._unchanged, None

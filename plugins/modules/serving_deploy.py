@@ -86,6 +86,12 @@ options:
     description: Run the coherence canary.
     type: bool
     default: true
+  noop_canary:
+    description:
+      - Run the canary also when nothing changed and the live server is the very process that passed the gate (the
+        unit's systemd InvocationID, recorded with last-known-good). Off, such a no-op checks readiness only.
+    type: bool
+    default: false
   canary:
     description: >-
       The canary's options: C(apis) (list), C(probe_chat_fields), C(probe_max_tokens), C(probe_think_tokens),

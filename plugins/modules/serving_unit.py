@@ -111,6 +111,13 @@ active:
   description: The unit's ActiveState (C(inspect)).
   returned: op=inspect
   type: str
+invocation:
+  description:
+    - The unit's systemd InvocationID while it is active (C(inspect)), empty otherwise. C(record) stores the one
+      of the process that passed the gate in the record, so a later no-op deploy can tell the same process from a
+      restarted one.
+  returned: op=inspect
+  type: str
 preview:
   description: What C(install) of O(unit_content) and O(env_content) would change (unit_changed, env_changed).
   returned: op=inspect with O(unit_content) and O(env_content)

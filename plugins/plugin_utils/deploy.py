@@ -99,7 +99,9 @@ class DeployTransaction(object):
 
     unit, unit_dir, env_file, lkg_dir, health_url, base_url: where the candidate serves;
     candidates: [{'options': dict, 'argv': [...], 'unit_content': str}] in order (the first is the configuration);
-    ready_timeout: seconds; probes: run the canary; lkg_update: record a pass as last-known-good;
+    ready_timeout: seconds; probes: run the canary; noop_canary: run it also when nothing changed and the server is
+    the very process that passed it (same systemd invocation as recorded; off by default: that process was proven,
+    and the liveness check probes it on its own schedule); lkg_update: record a pass as last-known-good;
     accuracy: {} (off) or {'checks': [score and/or greedy]} (bench/accuracy.py, through host.accuracy);
     meta: fields of the record (engine, engine_version, model_path, venv); install_dir: the venvs' directory;
     timeout_start_sec_min: the start-timeout drop-in's floor; check_mode; host: the inventory name.
@@ -116,6 +118,7 @@ class DeployTransaction(object):
         self.changed = False
         self.clock = 0
         self.live_is_lkg = False
+        self.invocation = ""     # the live unit's systemd invocation at inspect ("" when not active)
         self.interrupts = 0
         self.accuracy = []       # the accuracy gate's verdicts and reference measurements, in order
         self.reference = None    # the passing candidate's accuracy reference, for the record
@@ -128,6 +131,7 @@ class DeployTransaction(object):
             self.lkg = state.get("lkg") or {}
             self.clock = int(state.get("clock") or 0)
             self.live_is_lkg = bool(state.get("live_is_lkg"))
+            self.invocation = state.get("invocation") or ""
             if state.get("lkg_problem"):
                 self.h.say("WARNING: %s" % state["lkg_problem"])
             active = state.get("active", "inactive")
@@ -254,7 +258,10 @@ class DeployTransaction(object):
                 ready.get("evidence") or ready.get("health") or "")
             return self._failed(index, cls, msg, ready.get("journal_tail") or [], restarted)
         load = (self.h.monotonic() - t0) if restarted else None
-        if s.get("probes", True):
+        if s.get("probes", True) and not restarted and self.proven_process():
+            self.h.say("candidate %d: ready, the same server process that passed the gate (systemd invocation %s): "
+                       "canary not repeated (sglang_noop_canary=true repeats it)" % (index, self.invocation[:12]))
+        elif s.get("probes", True):
             after = (" after %d s" % int(round(load))) if restarted else ""
             self.h.say("candidate %d: ready%s, coherence canary" % (index, after))
             problems = self.h.canary(s["base_url"])
@@ -269,6 +276,12 @@ class DeployTransaction(object):
         if s.get("lkg_update", True):
             self.commit(cand, since, load)
         return True, "active"
+
+    def proven_process(self):
+        """Nothing changed and the live process is the one last-known-good's record says passed the gate: the
+        same unit files and systemd invocation id (a crash restart, a reboot or a manual restart gives a new one)."""
+        return bool(not self.s.get("noop_canary") and self.live_is_lkg and self.invocation
+                    and self.invocation == self.lkg.get("invocation"))
 
     # ---- the opt-in accuracy gate --------------------------------------------------------------------------
     def reference_file(self, cand):
@@ -354,9 +367,11 @@ class DeployTransaction(object):
             old_ref = (self.lkg.get("accuracy") or {}).get("file")
             if old_ref and old_ref != self.reference["file"]:
                 remove.append(old_ref)
-        if load is None and self.live_is_lkg and not remove and all(self.lkg.get(k) == v for k, v in meta.items()):
+        if load is None and self.live_is_lkg and not remove and all(self.lkg.get(k) == v for k, v in meta.items()) \
+                and self.invocation and self.invocation == self.lkg.get("invocation"):
             # nothing restarted, the live files are last-known-good's and the record says the same: a no-op deploy
-            # rewrites nothing (serving_unit record would compare and keep it all), so it costs no round trip
+            # of the process the record names rewrites nothing (serving_unit record would compare and keep it all),
+            # so it costs no round trip; another process (restarted since) is recorded as the one that passed
             return
         old_unit = self.lkg.get("unit", s["unit"])
         if old_unit != s["unit"] and self.lkg.get("unit_path"):

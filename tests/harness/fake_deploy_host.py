@@ -116,7 +116,12 @@ class FakeHost(object):
         live_is_lkg = bool(lkg) and lkg["unit"] == self.unit and self.live() == lkg["unit_b64"] \
             and self.files.get(self.env_file) == lkg["env_b64"]
         return {"lkg": lkg, "lkg_problem": problem, "clock": self.clock, "live_is_lkg": live_is_lkg,
-                "active": self.units.get(self.unit, {}).get("state", "inactive")}
+                "active": self.units.get(self.unit, {}).get("state", "inactive"), "invocation": self.invocation()}
+
+    def invocation(self, unit=None):
+        """systemd's InvocationID stand-in: one per start of the unit (its pid here), "" when not active."""
+        u = self.units.get(unit or self.unit, {})
+        return "inv-%d" % u["pid"] if u.get("state") == "active" else ""
 
     def install(self, unit_content):
         self._op("install", unit_content)
@@ -191,7 +196,7 @@ class FakeHost(object):
 
     def record(self, meta, timeout_content, remove_paths, forget_unit):
         self._op("record", meta.get("candidate"))
-        meta = dict(meta, unit_b64=self.live(), env_b64=self.files[self.env_file])
+        meta = dict(meta, unit_b64=self.live(), env_b64=self.files[self.env_file], invocation=self.invocation())
         new = json.dumps(meta, sort_keys=True)
         changed = []
         if self.files.get(self.lkg_dir + "/meta.json") != new:

@@ -88,15 +88,27 @@ def systemctl(run, *args):
     return rc, (out or "").strip(), (err or "").strip()
 
 
+def unit_props(run, unit):
+    """ActiveState, MainPID and InvocationID of ``unit`` from one `systemctl show`. InvocationID is the
+    128-bit id systemd gives each runtime cycle of a unit: a new one for every start, automatic restarts
+    included (systemd.exec(5), $INVOCATION_ID); empty for a unit that does not run."""
+    rc, out, _err = systemctl(run, "show", "-p", "ActiveState,MainPID,InvocationID", unit)
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
 def unit_state(run, unit):
     """(ActiveState, MainPID) of ``unit``; ('inactive', 0) for a unit systemd does not know."""
-    rc, out, _err = systemctl(run, "show", "-p", "ActiveState,MainPID", unit)
-    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    props = unit_props(run, unit)
     try:
         pid = int(props.get("MainPID", "0") or 0)
     except ValueError:
         pid = 0
     return props.get("ActiveState", "inactive") or "inactive", pid
+
+
+def invocation(props):
+    """The unit's current invocation id while it is active, else "" (no process to vouch for)."""
+    return props.get("InvocationID", "") if props.get("ActiveState") == "active" else ""
 
 
 def parse_record(meta_text, lkg_dir):
@@ -129,13 +141,15 @@ def inspect(root, run, unit, unit_dir, env_file, lkg_dir, preview=None):
         if missing:
             damaged = "%s/meta.json lacks %s: treated as no last-known-good" % (lkg_dir, ", ".join(missing))
             meta = {}
-    active = unit_state(run, unit)[0]
+    props = unit_props(run, unit)
+    active = props.get("ActiveState", "inactive") or "inactive"
     live_unit = read_text(root, os.path.join(unit_dir, unit))
     live_env = read_text(root, env_file)
     # whether the live files are last-known-good's (the environment file is compared here: it holds secrets)
     same = bool(meta) and meta.get("unit") == unit and live_unit is not None and b64(live_unit) == meta["unit_b64"] \
         and live_env is not None and b64(live_env) == meta["env_b64"]
-    out = {"lkg": meta, "lkg_problem": damaged, "active": active, "clock": int(time.time()), "live_is_lkg": same}
+    out = {"lkg": meta, "lkg_problem": damaged, "active": active, "clock": int(time.time()), "live_is_lkg": same,
+           "invocation": invocation(props)}
     if preview:
         would = install(root, unit, unit_dir, preview["unit_content"], env_file, preview["env_content"], True)
         out["preview"] = {"unit_changed": would["unit_changed"], "env_changed": would["env_changed"]}
@@ -190,7 +204,8 @@ def record(root, run, lkg_dir, meta, unit, unit_dir, env_file, timeout_content, 
     env_text = read_text(root, env_file)
     if unit_text is None or env_text is None:
         raise HostError("the live unit %s or its environment file %s is missing: nothing to record" % (unit, env_file))
-    meta = dict(meta, unit_b64=b64(unit_text), env_b64=b64(env_text))
+    # the process that passed the gate: a later no-op deploy that finds the same one need not repeat the canary
+    meta = dict(meta, unit_b64=b64(unit_text), env_b64=b64(env_text), invocation=invocation(unit_props(run, unit)))
     old = read_text(root, os.path.join(lkg_dir, "meta.json"))
     try:
         old_meta = json.loads(old) if old else {}

@@ -106,10 +106,47 @@ def test_no_restart_when_the_configuration_is_live():
     result, failure = run(host, s)
     # live already, not restarted; the missing record is written
     assert failure is None and result["changed"] is True and ops(host, "restart") == [] and host.record_meta()
+    assert len(ops(host, "canary")) == 1  # the gate proves what serves before it is recorded
     result, failure = run(host, s)
     assert failure is None and result["changed"] is False and ops(host, "restart") == []
     assert [a["outcome"] for a in result["attempts"]] == ["passed", "not tried"]
-    assert ops(host, "canary")  # the gate still proves what serves
+    assert len(ops(host, "wait_ready")) == 2 and len(ops(host, "canary")) == 1  # the proven process: readiness only
+
+
+def test_a_no_op_repeats_the_canary_for_another_process_or_when_asked():
+    """The canary is skipped on a no-op only for the very process that passed it (its systemd invocation in the
+    record): after a restart outside the deploy (a crash restart by systemd, a reboot) the canary runs again and the
+    new process is recorded; sglang_noop_canary (spec noop_canary) repeats it always."""
+    host = FakeHost()
+    s = spec(host, ["ok"])
+    run(host, s)
+    assert len(ops(host, "canary")) == 1 and host.record_meta()["invocation"] == host.invocation() != ""
+    result, failure = run(host, s)
+    assert failure is None and result["changed"] is False and len(ops(host, "canary")) == 1
+    assert any("same server process that passed the gate" in line for line in host.lines)
+    host._start(host.unit)                        # systemd restarted it on its own: a new invocation
+    records = len(ops(host, "record"))
+    result, failure = run(host, s)
+    assert failure is None and len(ops(host, "canary")) == 2 and len(ops(host, "restart")) == 1  # the deploy's own
+    assert len(ops(host, "record")) == records + 1 and host.record_meta()["invocation"] == host.invocation()
+    result, failure = run(host, s)
+    assert result["changed"] is False and len(ops(host, "canary")) == 2
+    result, failure = run(host, dict(s, noop_canary=True))
+    assert failure is None and len(ops(host, "canary")) == 3
+
+
+def test_a_no_op_on_a_process_that_now_fails_the_canary_is_caught_when_it_was_restarted():
+    """A process restarted since the record (not the one proven) that now answers garbage fails the gate on the
+    no-op deploy: the canary is not skipped for it."""
+    host = FakeHost()
+    s = spec(host, ["ok"])
+    run(host, s)
+    text = json.loads(host.live())
+    host.units[host.unit]["started_from"] = json.dumps(dict(text, behave="incoherent"))
+    host.pid += 1
+    host.units[host.unit]["pid"] = host.pid       # a new process (new invocation) behind the same unit files
+    result, failure = run(host, s)
+    assert failure and result["attempts"][0]["class"] == "incoherent"
 
 
 def test_a_no_op_rerun_rewrites_no_record_but_a_stale_record_is_rewritten():

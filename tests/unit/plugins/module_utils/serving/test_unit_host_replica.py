@@ -44,7 +44,28 @@ def test_rank_state_reads_the_unit_and_the_peer_watch(tmp_path, content, expect)
 def test_inspect_says_what_the_transaction_reads_and_no_more(tmp_path):
     out = unit_host.inspect(str(tmp_path), Systemctl(), "sglang.service", "/etc/systemd/system", "/etc/sglang/sglang.env",
                             "/etc/sglang/last-known-good")
-    assert sorted(out) == ["active", "clock", "live_is_lkg", "lkg", "lkg_problem"]
+    assert sorted(out) == ["active", "clock", "invocation", "live_is_lkg", "lkg", "lkg_problem"]
+
+
+@pytest.mark.parametrize("show, expect", [
+    ("ActiveState=active\nMainPID=4242\nInvocationID=5f0c0c6a2b6e4e4f9d1c3a7b8e9f0a1b\n", "5f0c0c6a2b6e4e4f9d1c3a7b8e9f0a1b"),
+    ("ActiveState=activating\nMainPID=4242\nInvocationID=5f0c0c6a2b6e4e4f9d1c3a7b8e9f0a1b\n", ""),
+    ("ActiveState=inactive\nMainPID=0\nInvocationID=\n", ""),
+])
+def test_the_invocation_vouches_for_an_active_process_only(tmp_path, show, expect):
+    """inspect reads the live process's systemd invocation, and record stores it with the record: the no-op deploy
+    compares the two (a process still starting, or none, vouches for nothing)."""
+    run = Systemctl(show)
+    out = unit_host.inspect(str(tmp_path), run, "sglang.service", "/etc/systemd/system", "/etc/sglang/sglang.env",
+                            "/etc/sglang/last-known-good")
+    assert out["invocation"] == expect
+    assert run.calls == [["show", "-p", "ActiveState,MainPID,InvocationID", "sglang.service"]]
+    root = str(tmp_path)
+    unit_host.ensure_file(root, "/etc/systemd/system/sglang.service", "[Service]\n", 0o644, False)
+    unit_host.ensure_file(root, "/etc/sglang/sglang.env", "A=1\n", 0o600, False)
+    unit_host.record(root, run, "/etc/sglang/last-known-good", {"unit": "sglang.service"}, "sglang.service",
+                     "/etc/systemd/system", "/etc/sglang/sglang.env", "[Service]\n", [], "", "", "", False)
+    assert json.loads(unit_host.read_text(root, "/etc/sglang/last-known-good/meta.json"))["invocation"] == expect
 
 
 @pytest.mark.parametrize("restart_it", [True, False])
