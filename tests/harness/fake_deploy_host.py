@@ -199,9 +199,15 @@ class FakeHost(object):
         meta = dict(meta, unit_b64=self.live(), env_b64=self.files[self.env_file], invocation=self.invocation())
         new = json.dumps(meta, sort_keys=True)
         changed = []
-        if self.files.get(self.lkg_dir + "/meta.json") != new:
+        old = self.files.get(self.lkg_dir + "/meta.json")
+        if old != new:
             self.files[self.lkg_dir + "/meta.json"] = new
-            changed.append("meta.json")
+            try:
+                same = dict(json.loads(old), invocation="") == dict(meta, invocation="")
+            except (TypeError, ValueError):   # none, or damaged (not a JSON object)
+                same = False
+            if not same:
+                changed.append("meta.json")   # the invocation alone is bookkeeping, as serving_unit record says
         dropin = "%s/%s.d/10-start-timeout.conf" % (self.unit_dir, self.unit)
         if self.files.get(dropin) != timeout_content:
             self.files[dropin] = timeout_content

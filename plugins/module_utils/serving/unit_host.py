@@ -211,11 +211,13 @@ def record(root, run, lkg_dir, meta, unit, unit_dir, env_file, timeout_content, 
         old_meta = json.loads(old) if old else {}
     except ValueError:
         old_meta = {}
-    # rewritten when the recorded contents differ, or on a restart (a new load time)
+    # rewritten when the recorded contents differ, or on a restart (a new load time); the invocation alone is
+    # bookkeeping (which process was proven), not configuration: written, not reported as a change
     if old_meta != meta:
         if not check_mode:
             write_atomic(root, os.path.join(lkg_dir, "meta.json"), json.dumps(meta, indent=2, sort_keys=True) + "\n", 0o600)
-        changed.append(os.path.join(lkg_dir, "meta.json"))
+        if dict(old_meta, invocation="") != dict(meta, invocation=""):
+            changed.append(os.path.join(lkg_dir, "meta.json"))
     for name, text in ((unit, unit_text), ("env", env_text)):
         if ensure_file(root, os.path.join(lkg_dir, name), text, 0o600, check_mode)[0]:
             changed.append(os.path.join(lkg_dir, name))

@@ -129,6 +129,7 @@ def test_a_no_op_repeats_the_canary_for_another_process_or_when_asked():
     result, failure = run(host, s)
     assert failure is None and len(ops(host, "canary")) == 2 and len(ops(host, "restart")) == 1  # the deploy's own
     assert len(ops(host, "record")) == records + 1 and host.record_meta()["invocation"] == host.invocation()
+    assert result["changed"] is False   # which process was proven is bookkeeping: a rollback's rerun stays changed=0
     result, failure = run(host, s)
     assert result["changed"] is False and len(ops(host, "canary")) == 2
     result, failure = run(host, dict(s, noop_canary=True))

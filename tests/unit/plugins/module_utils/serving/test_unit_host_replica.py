@@ -66,6 +66,11 @@ def test_the_invocation_vouches_for_an_active_process_only(tmp_path, show, expec
     unit_host.record(root, run, "/etc/sglang/last-known-good", {"unit": "sglang.service"}, "sglang.service",
                      "/etc/systemd/system", "/etc/sglang/sglang.env", "[Service]\n", [], "", "", "", False)
     assert json.loads(unit_host.read_text(root, "/etc/sglang/last-known-good/meta.json"))["invocation"] == expect
+    # another process later (a crash restart): written, and not reported as a change of the configuration
+    again = unit_host.record(root, Systemctl("ActiveState=active\nInvocationID=0123\n"), "/etc/sglang/last-known-good",
+                             {"unit": "sglang.service"}, "sglang.service", "/etc/systemd/system", "/etc/sglang/sglang.env",
+                             "[Service]\n", [], "", "", "", False)
+    assert again == [] and json.loads(unit_host.read_text(root, "/etc/sglang/last-known-good/meta.json"))["invocation"] == "0123"
 
 
 @pytest.mark.parametrize("restart_it", [True, False])
