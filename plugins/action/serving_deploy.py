@@ -148,6 +148,7 @@ class ModuleHost(object):
         self.action, self.task_vars, self.a = action, task_vars, a
         self.inventory_name = task_vars.get("inventory_hostname", "")
         self._unchanged = None
+        self._ready_look = None    # (clock, serving_ready's result) when inspect found the live server ready
 
     def _run(self, module, args, task_vars=None):
         start = time.monotonic()
@@ -161,6 +162,8 @@ class ModuleHost(object):
 
     def _unit(self, op, **args):
         a = self.a
+        if op != "inspect":
+            self._ready_look = None   # the host changed (install, restart, restore, ...): what inspect saw is stale
         base = {"op": op, "unit": a["unit"], "unit_dir": a["unit_dir"], "env_file": a["env_file"], "lkg_dir": a["lkg_dir"]}
         base.update(args)
         return self._run("gpuhost.sglang.serving_unit", base)
@@ -169,12 +172,17 @@ class ModuleHost(object):
         # the first candidate's install previewed in the same call: when it would change nothing (a no-op deploy),
         # install() of that content needs no round trip of its own
         first = (self.a.get("candidates") or [{}])[0].get("unit_content")
+        # and readiness looked at once: a no-op's readiness wait from the same clock needs no call of its own
+        look = {"health_url": self.a["health_url"]} if self.a.get("phase", "all") == "all" else {}
+        if look and self.a["api_key"]:
+            look["api_key"] = self.a["api_key"]
         if first is None:
-            res = self._unit("inspect")
+            res = self._unit("inspect", **look)
         else:
-            res = self._unit("inspect", unit_content=first, env_content=self.a["env_content"])
+            res = self._unit("inspect", unit_content=first, env_content=self.a["env_content"], **look)
             if res.get("preview") and not (res["preview"]["unit_changed"] or res["preview"]["env_changed"]):
                 self._unchanged = first
+        self._ready_look = (res.get("clock"), res["ready"]) if (res.get("ready") or {}).get("state") == "ready" else None
         return dict((k, res.get(k)) for k in ("lkg", "lkg_problem", "active", "clock", "live_is_lkg", "invocation"))
 
     def install(self, unit_content):
@@ -189,6 +197,9 @@ class ModuleHost(object):
         return self._unit("restart", stop_unit=stop_unit, unit=unit or self.a["unit"]).get("since", 0)
 
     def wait_ready(self, unit, health_url, since, timeout):
+        look, self._ready_look = self._ready_look, None
+        if look is not None and unit == self.a["unit"] and health_url == self.a["health_url"] and since == look[0]:
+            return look[1]   # ready at inspect, nothing done since (the transaction's first readiness wait)
         deadline = time.monotonic() + timeout
         args = {"unit": unit, "health_url": health_url, "since": int(since or 0), "wait": 10}
         if self.a["api_key"]:

@@ -86,6 +86,14 @@ options:
   state_file:
     description: With C(state), the peer watch's state file of a replica rank (JSON).
     type: path
+  health_url:
+    description:
+      - With C(inspect), while the unit is active, also take M(gpuhost.sglang.serving_ready)'s one look at the server
+        (its journal since this call, its unit state, this health URL), returned as C(ready).
+    type: str
+  api_key:
+    description: The API key for O(health_url), when the server requires one.
+    type: str
 notes:
   - Check mode is supported; C(inspect) only reads.
 extends_documentation_fragment:
@@ -118,6 +126,13 @@ invocation:
       restarted one.
   returned: op=inspect
   type: str
+ready:
+  description:
+    - With O(health_url), while the unit is active (C(inspect)) - M(gpuhost.sglang.serving_ready)'s result of one look
+      without waiting (state, cls, hint, evidence, journal_tail, health, unit_state), the journal read from this call's
+      clock.
+  returned: op=inspect with O(health_url) and the unit active
+  type: dict
 preview:
   description: What C(install) of O(unit_content) and O(env_content) would change (unit_changed, env_changed).
   returned: op=inspect with O(unit_content) and O(env_content)
@@ -141,6 +156,7 @@ paths:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import ready as sr
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import unit_host
 
 
@@ -166,6 +182,8 @@ def main():
             lkg=dict(type="dict"),
             restart=dict(type="bool", default=True),
             state_file=dict(type="path"),
+            health_url=dict(type="str"),
+            api_key=dict(type="str", no_log=True),
         ),
         required_if=[
             ("op", "inspect", ("env_file", "lkg_dir")),
@@ -189,6 +207,12 @@ def main():
             lkg = out.pop("lkg")
             out["lkg"] = dict((k, v) for k, v in lkg.items() if k != "env_b64")
             out["lkg_has_env"] = "env_b64" in lkg
+            if p["health_url"] and out["active"] == "active":
+                # serving_ready's one look (no wait) in the same round trip: a no-op deploy needs no other call
+                res = sr.wait(p["unit"], p["health_url"], out["clock"], sr.compile_signatures(sr.DEFAULT_SIGNATURES), 0,
+                              api_key=p["api_key"])
+                out["ready"] = dict(state=res["state"], cls=res["cls"] or "", hint=res["hint"], evidence=res["evidence"] or "",
+                                    journal_tail=res["journal_tail"], health=res["health"], unit_state=res["unit"])
             module.exit_json(changed=False, **out)
         if p["op"] == "install":
             out = unit_host.install("", p["unit"], p["unit_dir"], p["unit_content"], p["env_file"], p["env_content"], check)

@@ -104,14 +104,57 @@ def test_inspect_previews_an_install_without_writing(tmp_path, live_unit, live_e
 class FakeAction(object):
     """What ModuleHost (plugins/action/serving_deploy.py) calls: _execute_module, answered from a table."""
 
-    def __init__(self, preview):
-        self.calls, self.preview = [], preview
+    def __init__(self, preview, ready=None):
+        self.calls, self.preview, self.ready, self.args = [], preview, ready, []
 
     def _execute_module(self, module_name, module_args, task_vars):
         self.calls.append((module_name.rpartition(".")[2], module_args.get("op")))
+        self.args.append(dict(module_args))
         if module_args.get("op") == "inspect":
-            return {"lkg": {}, "active": "active", "clock": 1, "live_is_lkg": True, "preview": self.preview}
+            out = {"lkg": {}, "active": "active", "clock": 1, "live_is_lkg": True, "preview": self.preview}
+            if module_args.get("health_url") and self.ready:
+                out["ready"] = self.ready
+            return out
+        if module_name.endswith("serving_ready"):
+            return {"state": "ready", "health": "200 (waited)"}
         return {"unit_changed": True, "env_changed": False}
+
+
+MODULE_HOST_ARGS = {"unit": "sglang.service", "unit_dir": "/etc/systemd/system", "env_file": "/etc/sglang/sglang.env",
+                    "lkg_dir": "/etc/sglang/lkg", "env_content": "A=1\n", "candidates": [{"unit_content": "U0"}],
+                    "health_url": "http://127.0.0.1:30000/health", "api_key": ""}
+
+
+@pytest.mark.parametrize("ready, phase, since, unit, waits", [
+    ({"state": "ready", "health": "200"}, "all", 1, "sglang.service", 0),      # the no-op: answered by inspect
+    ({"state": "starting", "health": "503"}, "all", 1, "sglang.service", 1),   # not ready then: a real wait
+    ({"state": "ready", "health": "200"}, "all", 7, "sglang.service", 1),      # after a restart (another clock)
+    ({"state": "ready", "health": "200"}, "all", 1, "sglang-b.service", 1),    # another unit
+    ({"state": "ready", "health": "200"}, "gate", 1, "sglang.service", 1),     # a replica phase: no look at inspect
+])
+def test_module_host_takes_readiness_from_the_inspect_call_only_for_the_same_unit_and_clock(ready, phase, since, unit, waits):
+    from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import ModuleHost
+    action = FakeAction({"unit_changed": False, "env_changed": False}, ready)
+    host = ModuleHost(action, {"inventory_hostname": "h1"}, dict(MODULE_HOST_ARGS, phase=phase))
+    host.inspect()
+    assert ("health_url" in action.args[0]) is (phase == "all")
+    res = host.wait_ready(unit, MODULE_HOST_ARGS["health_url"], since, 60)
+    assert action.calls.count(("serving_ready", None)) == waits
+    assert res["state"] == "ready" and res["health"] == ("200" if waits == 0 else "200 (waited)")
+    host.wait_ready("sglang.service", MODULE_HOST_ARGS["health_url"], 1, 60)   # the look answers once only
+    assert action.calls.count(("serving_ready", None)) == waits + 1
+
+
+def test_module_host_forgets_the_inspect_look_once_the_host_changed():
+    """A restart in the same second as inspect gives the same clock: the look must not answer for the new process."""
+    from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import ModuleHost
+    action = FakeAction({"unit_changed": True, "env_changed": False}, {"state": "ready", "health": "200"})
+    host = ModuleHost(action, {"inventory_hostname": "h1"}, dict(MODULE_HOST_ARGS, phase="all"))
+    host.inspect()
+    host.install("U0")
+    host.restart("")
+    host.wait_ready("sglang.service", MODULE_HOST_ARGS["health_url"], 1, 60)
+    assert action.calls.count(("serving_ready", None)) == 1
 
 
 @pytest.mark.parametrize("preview, second_content, install_calls", [
@@ -123,9 +166,7 @@ def test_module_host_installs_the_first_candidate_in_the_inspect_call_when_nothi
         preview, second_content, install_calls):
     from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import ModuleHost
     action = FakeAction(preview)
-    args = {"unit": "sglang.service", "unit_dir": "/etc/systemd/system", "env_file": "/etc/sglang/sglang.env",
-            "lkg_dir": "/etc/sglang/lkg", "env_content": "A=1\n", "candidates": [{"unit_content": "U0"}]}
-    host = ModuleHost(action, {"inventory_hostname": "h1"}, args)
+    host = ModuleHost(action, {"inventory_hostname": "h1"}, dict(MODULE_HOST_ARGS))
     host.inspect()
     first = host.install(second_content)
     assert action.calls.count(("serving_unit", "install")) == install_calls
