@@ -49,6 +49,11 @@ options:
     type: list
     elements: str
     default: []
+  tree:
+    description:
+      - A directory whose every entry to return (in RV(tree)), as M(ansible.builtin.find) with C(recurse),
+        C(hidden), C(file_type=any) and C(get_checksum) returns them; links are listed, not followed.
+    type: path
 notes:
   - Check mode is supported; the module only reads. Give a task that reads secrets C(no_log).
 extends_documentation_fragment:
@@ -96,6 +101,12 @@ units:
   description: "{unit: {active: ActiveState, enabled: UnitFileState}}; a unit systemd does not know reads inactive."
   returned: when units is given
   type: dict
+tree:
+  description:
+    - "{files: [{path, isdir, isreg, islnk, mode, pw_name, gr_name, checksum}]} sorted by path (checksum: sha1, regular
+      files only); no files when the directory is absent."
+  returned: when tree is given
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -112,13 +123,14 @@ def main():
             account=dict(type="str"),
             groups=dict(type="bool", default=False),
             units=dict(type="list", elements="str", default=[]),
+            tree=dict(type="path"),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
         res = host_read.read("", p["files"], p["checksums"], p["exists"], p["devices"], p["account"], p["groups"],
-                             p["units"], module.run_command)
+                             p["units"], module.run_command, p["tree"])
     except (host_read.ReadError, OSError) as exc:
         module.fail_json(msg="host_read: %s" % exc)
     module.exit_json(changed=False, **res)

@@ -15,6 +15,8 @@ __metaclass__ = type
 
 import os.path
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.host_read import read_tree
+
 
 class ModelFilesError(ValueError):
     pass
@@ -34,7 +36,11 @@ def _by_relpath(find_result, root, what):
 
 
 def model_files_differ(src_find, dst_find, src_dir, dst_dir, owner="root", group="root", mode="0644"):
-    """The relative paths the copy would change on the host, sorted; [] when the host holds the model as copied."""
+    """The relative paths the copy would change on the host, sorted; [] when the host holds the model as copied.
+    ``src_find``: a find result of the controller's directory, or None to read ``src_dir`` here (this runs on the
+    controller) with the same reader host_read uses for ``dst_find`` (module_utils/serving/host_read.read_tree)."""
+    if src_find is None:
+        src_find = read_tree("", src_dir)
     src = _by_relpath(src_find, src_dir, "the controller's files")
     dst = _by_relpath(dst_find if isinstance(dst_find, dict) and "files" in dst_find else {"files": []}, dst_dir,
                       "the host's files")

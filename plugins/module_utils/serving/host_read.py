@@ -75,6 +75,41 @@ def find_nodes(root, paths, patterns, depth):
     return sorted(found, key=lambda n: n["path"])
 
 
+def read_tree(root, top):
+    """Every entry under ``top`` (hidden ones too, links not followed) with a sha1 of each regular file, in
+    ansible.builtin.find's shape (recurse, file_type any, get_checksum): {"files": [{path, isdir, isreg, islnk, mode,
+    pw_name, gr_name, checksum}]}, sorted by path; no entries when ``top`` is not a directory. Used on the host
+    (module host_read) and on the controller (plugins/plugin_utils/model_files.py), so both sides read alike."""
+    base = unit_host._path(root, top)
+    entries = []
+    if not os.path.isdir(base):
+        return {"files": entries}
+    names = {}
+    for dirpath, dirnames, filenames in os.walk(base):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            path = full[len(root.rstrip(os.sep)):] if root else full
+            entry = {"path": path, "isdir": stat.S_ISDIR(st.st_mode), "isreg": stat.S_ISREG(st.st_mode),
+                     "islnk": stat.S_ISLNK(st.st_mode), "mode": "%04o" % (st.st_mode & 0o7777),
+                     "pw_name": names.setdefault(("u", st.st_uid), _name(pwd.getpwuid, st.st_uid)),
+                     "gr_name": names.setdefault(("g", st.st_gid), _name(grp.getgrgid, st.st_gid))}
+            if entry["isreg"]:
+                entry["checksum"] = sha1("", full)
+            entries.append(entry)
+    return {"files": sorted(entries, key=lambda e: e["path"])}
+
+
+def _name(lookup, ident):
+    try:
+        return lookup(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
 def passwd_entry(name):
     """getent passwd NAME as ansible.builtin.getent gives it: [password, uid, gid, gecos, home, shell], or None."""
     try:
@@ -104,7 +139,7 @@ def unit_states(run, units):
     return states
 
 
-def read(root, files=(), checksums=(), exists=(), devices=None, account=None, groups=False, units=(), run=None):
+def read(root, files=(), checksums=(), exists=(), devices=None, account=None, groups=False, units=(), run=None, tree=None):
     out = {"files": read_files(root, files),
            "checksums": dict((p, sha1(root, p)) for p in checksums),
            "exists": dict((p, os.path.lexists(unit_host._path(root, p))) for p in exists)}
@@ -117,4 +152,6 @@ def read(root, files=(), checksums=(), exists=(), devices=None, account=None, gr
         out["group"] = group_db()
     if units:
         out["units"] = unit_states(run, units)
+    if tree:
+        out["tree"] = read_tree(root, tree)
     return out

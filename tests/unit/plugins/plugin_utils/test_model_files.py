@@ -62,3 +62,27 @@ def test_bad_input_is_named():
         differ("x", dst(), SRC, DST)
     with pytest.raises(Exception, match=r"model_files_differ: the host's files lists /elsewhere/a, which is not under"):
         model_files_differ(src(), {"files": [{"path": "/elsewhere/a"}]}, SRC, DST)
+
+
+def test_both_sides_read_by_host_read_s_reader_agree_on_a_real_tree(tmp_path):
+    """The controller's directory read here (None input) and the host's by host_read's tree (the same reader):
+    a copy as the role makes it needs nothing; a changed byte, mode or missing file is named."""
+    import grp
+    import os
+    import pwd
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.host_read import read_tree
+    me, mine = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
+    for side in ("ctl", "host"):
+        (tmp_path / side / "sub").mkdir(parents=True)
+        (tmp_path / side / "config.json").write_text('{"a": 1}')
+        (tmp_path / side / ".hidden").write_text("h")
+        (tmp_path / side / "sub" / "w.bin").write_bytes(b"\0" * 100)
+    for f in ("config.json", ".hidden", "sub/w.bin"):
+        os.chmod(str(tmp_path / "host" / f), 0o644)
+    ctl, host = str(tmp_path / "ctl"), str(tmp_path / "host")
+    assert differ(None, read_tree("", host), ctl, host, me, mine, "0644") == []
+    (tmp_path / "host" / "sub" / "w.bin").write_bytes(b"\1" * 100)
+    os.chmod(str(tmp_path / "host" / ".hidden"), 0o600)
+    (tmp_path / "host" / "config.json").unlink()
+    assert differ(None, read_tree("", host), ctl, host, me, mine, "0644") == [".hidden", "config.json", "sub/w.bin"]
+    assert read_tree("", str(tmp_path / "absent")) == {"files": []}
