@@ -98,11 +98,10 @@ def throttling_proxy(upstream_url, delay):
 
 
 @timing
-def test_good_model_passes_the_gate(tmp_path):
-    with warm_engine("good") as srv:
-        fast, dt = run_module(tmp_path, base_url=srv.base_url, probes_only=True)
-        res, dummy = run_module(tmp_path, base_url=srv.base_url, concurrency="1,4", report_dir=str(tmp_path / "rep"),
-                                **LOAD)
+def test_good_model_passes_the_gate(tmp_path, good):
+    fast, dt = run_module(tmp_path, base_url=good.base_url, probes_only=True)
+    res, dummy = run_module(tmp_path, base_url=good.base_url, concurrency="1,4", report_dir=str(tmp_path / "rep"),
+                            **LOAD)
     assert not fast.get("failed"), fast.get("msg")
     assert fast["coherence"]["probes_passed"] == 8
     assert fast["coherence"]["seconds"] < 5.0, fast["coherence"]["seconds"]
