@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import importlib.util
 import os
 
@@ -31,20 +32,40 @@ _SPEC.loader.exec_module(damage_model)
 perturbed_copy = damage_model.perturbed_copy
 
 
-def _measure(model_dir, fn, *args, **kw):
+@contextlib.contextmanager
+def _warm(model_dir):
     with serve(model_dir) as srv:
         complete(srv, "The capital of France is", max_tokens=4)  # the engine's slow first request
-        return fn(srv.base_url, *args, model=srv.model, concurrency=CONCURRENCY, **kw)
+        yield srv
 
 
-def test_gate_passes_tiny_noise_and_fails_a_damaged_model(tmp_path):
+def _measure(model_dir, fn, *args, **kw):
+    with _warm(model_dir) as srv:
+        return _on(srv, fn, *args, **kw)
+
+
+def _on(srv, fn, *args, **kw):
+    return fn(srv.base_url, *args, model=srv.model, concurrency=CONCURRENCY, **kw)
+
+
+@pytest.fixture(scope="module")
+def half_noise(tmp_path_factory):
+    """The copy with noise at half the weights' spread (seed 0, so the same bytes for both tests below), served once:
+    the gate must fail it and the known-answer canary must pass it."""
+    with _warm(perturbed_copy(os.path.join(TINYMODEL, "good"), str(tmp_path_factory.mktemp("acc") / "noise0.5"),
+                              0.5)) as srv:
+        yield srv
+
+
+def test_gate_passes_tiny_noise_and_fails_a_damaged_model(tmp_path, request):
     good = os.path.join(TINYMODEL, "good")
     # the served model name is the model directory; the gate compares outputs, so every copy serves under its own
     lkg = _measure(good, A.measure_lkg, checks=["score", "greedy"])
     quiet = perturbed_copy(good, str(tmp_path / "quiet"), 1e-6)
-    damaged = perturbed_copy(good, str(tmp_path / "damaged"), 0.5)
     same = _measure(quiet, A.gate, lkg, ["score", "greedy"])
-    bad = _measure(damaged, A.gate, lkg, ["score", "greedy"])
+    # started only now, so that no idle engine sits beside the two above; it stays up for the canary test. Only the
+    # greedy check, the one asserted below: its score on the 528 items decided nothing here
+    bad = _on(request.getfixturevalue("half_noise"), A.gate, lkg, ["greedy"])
     for name, g in (("lkg", None), ("quiet 1e-6", same), ("damaged 0.5", bad)):
         if g is None:
             print("lkg: score %d/%d in %.1f s; greedy self-agreement %s in %.1f + %.1f s" % (
@@ -57,16 +78,16 @@ def test_gate_passes_tiny_noise_and_fails_a_damaged_model(tmp_path):
     assert not bad["passed"] and bad["checks"]["greedy"]["class"] == "greedy_divergence", bad["message"]
 
 
-def test_the_canary_passes_noise_at_half_the_spread_and_catches_noise_at_twice_it(tmp_path):
+def test_the_canary_passes_noise_at_half_the_spread_and_catches_noise_at_twice_it(tmp_path, half_noise):
     """What the accuracy campaign on the H200 (campaigns/h200-tiny-acc.yml) expects of its damaged copies: at 0.5 the
     known-answer canary still passes (so only the accuracy gate can catch it), at 1 and 2 it fails (the deploy gate
     stops it before any accuracy check)."""
     from ansible_collections.gpuhost.sglang.plugins.plugin_utils.tune_loop import bench_canary  # pylint: disable=import-outside-toplevel
     good = os.path.join(TINYMODEL, "good")
-    out = {}
-    for rel in (0.5, 1.0, 2.0):
-        with serve(perturbed_copy(good, str(tmp_path / ("noise%g" % rel)), rel)) as srv:
-            complete(srv, "The capital of France is", max_tokens=4)
+    out = {0.5: bench_canary(half_noise.base_url)}
+    print("noise 0.5: canary %s" % (out[0.5][:1] or "passed"))
+    for rel in (1.0, 2.0):
+        with _warm(perturbed_copy(good, str(tmp_path / ("noise%g" % rel)), rel)) as srv:
             out[rel] = bench_canary(srv.base_url)
         print("noise %g: canary %s" % (rel, out[rel][:1] or "passed"))
     assert out[0.5] == []

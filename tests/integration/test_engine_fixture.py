@@ -8,7 +8,9 @@
 - NaN copy: HTTP 200, empty text, finish_reason "stop", 1 completion token, no error anywhere;
 - random copy: HTTP 200, garbage text, 0 probes answered;
 - the engine's reaction to ignore_eos, logprobs and stream_options (documented in docs/sandbox-model.md);
-- the trainer is deterministic (bit-identical files on re-run) and idempotent.
+- the trainer is deterministic (bit-identical files on re-run) and idempotent;
+- serving_bench's gate on these engines (classes and counts; its timing tests are in test_serving_bench_engine.py):
+  the chat canary with the role's probe_chat_fields passes on the good copy, the NaN and random copies fail it.
 
 Skipped only when the engine venv does not exist (tests/fixtures/engine-venv.sh builds it); the tiny
 model is (re)built here when missing or stale. Figures are written to tests/output/engine-fixture.json.
@@ -26,14 +28,17 @@ import subprocess
 import time
 
 import pytest
+import yaml
 
 import engine  # pylint: disable=import-error
+from fakeserver import run_module  # pylint: disable=import-error
 
 ROOT = engine.ROOT
 TRAINER = os.path.join(ROOT, "tests", "fixtures", "tinymodel.py")
 SYSTEM = "You are a helpful assistant."
 FORMS = ("completion", "chat", "chat_system")
 MAX_TOKENS = 16
+LOAD = dict(input_len=16, output_len=32, num_prompts=8, warmup=1, plots=False)
 
 pytestmark = pytest.mark.skipif(
     not engine.engine_venv_ready(),
@@ -275,3 +280,35 @@ def test_trainer_is_deterministic_and_idempotent(models, tmp_path):
     assert "missing, stale or modified" in stdout
     _train(tmp_path / "nowhere", "--check", expect_rc=3)
     FIGURES["retrain"] = {"wall_seconds": round(seconds, 1), "noop_seconds": round(seconds_again, 1)}
+
+
+# ------------------------------------------------------ serving_bench's gate on these engines (classes and counts)
+
+
+def engine_data(name):
+    with open(os.path.join(ROOT, "roles", "sglang", "vars", "main.yml")) as f:
+        return yaml.safe_load(f)["sglang_engines"][name]
+
+
+def test_chat_canary_as_the_role_sends_it_passes_on_the_real_engine(tmp_path, good):
+    """The chat probes with the transformers engine's probe_chat_fields (roles/sglang/vars/main.yml): transformers
+    serve 5.24 accepts chat_template_kwargs (it rejects unknown fields with 422) and the tiny model answers."""
+    fields = engine_data("transformers")["probe_chat_fields"]
+    assert fields == {"chat_template_kwargs": {"enable_thinking": False}}
+    res, dummy = run_module(tmp_path, base_url=good.base_url, api="chat", probes_only=True, probe_chat_fields=fields)
+    assert not res.get("failed"), res.get("msg")
+    assert res["coherence"]["probes_passed"] == 8 and res["coherence"]["chat_fields"] == fields
+    assert all(not v["retried"] and not v["reasoning"] for v in res["coherence"]["probes"])
+
+
+@pytest.mark.parametrize("name,cls", [("nan", "empty"), ("random", "incoherent")])
+def test_broken_models_fail_the_gate(tmp_path, request, name, cls):
+    srv = request.getfixturevalue({"nan": "nan", "random": "random_model"}[name])
+    probes, dummy = run_module(tmp_path, base_url=srv.base_url, probes_only=True)
+    load, dummy = run_module(tmp_path, base_url=srv.base_url, run_probes=False, concurrency=2, **LOAD)
+    assert probes.get("failed") and probes["failure_class"] == cls, probes.get("msg")
+    assert probes["coherence"]["probes_passed"] == 0
+    # the load path alone also refuses to count the output as throughput
+    assert load.get("failed") and load["failure_class"] == cls, load.get("msg")
+    r = load["results"][0]
+    assert r["completed"] == 8 and r["coherent"] == 0 and r["output_throughput"] == 0.0

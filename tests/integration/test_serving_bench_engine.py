@@ -16,13 +16,14 @@ import os
 import threading
 
 import pytest
-import yaml
 
 from engine import TINYMODEL, complete, engine_venv_ready, serve  # pylint: disable=import-error
-from fakeserver import ROOT, run_module  # pylint: disable=import-error
+from fakeserver import run_module  # pylint: disable=import-error
 
 # timing (stage 30 runs these alone, after the parallel run): the latency baseline compared with reruns, the probes'
-# wall-time bound. The chat canary and the broken models run in the parallel run: they assert classes and counts.
+# wall-time bound. The chat canary and the broken models run in the parallel run, on test_engine_fixture.py's engines
+# (they assert classes and counts): test_chat_canary_as_the_role_sends_it_passes_on_the_real_engine,
+# test_broken_models_fail_the_gate.
 timing = pytest.mark.timing
 pytestmark = [pytest.mark.skipif(
     not (engine_venv_ready() and os.path.isfile(os.path.join(TINYMODEL, "good", "config.json"))),
@@ -31,14 +32,10 @@ pytestmark = [pytest.mark.skipif(
 LOAD = dict(input_len=16, output_len=32, num_prompts=8, warmup=1, plots=False)
 
 
-def engine_data(engine):
-    with open(os.path.join(ROOT, "roles", "sglang", "vars", "main.yml")) as f:
-        return yaml.safe_load(f)["sglang_engines"][engine]
-
-
-@contextlib.contextmanager
-def warm_engine(name):
-    with serve(os.path.join(TINYMODEL, name)) as srv:
+@pytest.fixture(scope="module", name="good")
+def good_engine():
+    """The good copy, started once for both tests (they run one after the other in stage 30's timing run)."""
+    with serve(os.path.join(TINYMODEL, "good")) as srv:
         complete(srv, "The capital of France is", max_tokens=4)  # the engine's slow first request, not measured
         yield srv
 
@@ -101,11 +98,10 @@ def throttling_proxy(upstream_url, delay):
 
 
 @timing
-def test_good_model_passes_the_gate(tmp_path):
-    with warm_engine("good") as srv:
-        fast, dt = run_module(tmp_path, base_url=srv.base_url, probes_only=True)
-        res, dummy = run_module(tmp_path, base_url=srv.base_url, concurrency="1,4", report_dir=str(tmp_path / "rep"),
-                                **LOAD)
+def test_good_model_passes_the_gate(tmp_path, good):
+    fast, dt = run_module(tmp_path, base_url=good.base_url, probes_only=True)
+    res, dummy = run_module(tmp_path, base_url=good.base_url, concurrency="1,4", report_dir=str(tmp_path / "rep"),
+                            **LOAD)
     assert not fast.get("failed"), fast.get("msg")
     assert fast["coherence"]["probes_passed"] == 8
     assert fast["coherence"]["seconds"] < 5.0, fast["coherence"]["seconds"]
@@ -117,44 +113,18 @@ def test_good_model_passes_the_gate(tmp_path):
     assert len(res["table"]) == 4
 
 
-def test_chat_canary_as_the_role_sends_it_passes_on_the_real_engine(tmp_path):
-    """The chat probes with the transformers engine's probe_chat_fields (roles/sglang/vars/main.yml): transformers
-    serve 5.24 accepts chat_template_kwargs (it rejects unknown fields with 422) and the tiny model answers."""
-    fields = engine_data("transformers")["probe_chat_fields"]
-    assert fields == {"chat_template_kwargs": {"enable_thinking": False}}
-    with warm_engine("good") as srv:
-        res, dummy = run_module(tmp_path, base_url=srv.base_url, api="chat", probes_only=True, probe_chat_fields=fields)
-    assert not res.get("failed"), res.get("msg")
-    assert res["coherence"]["probes_passed"] == 8 and res["coherence"]["chat_fields"] == fields
-    assert all(not v["retried"] and not v["reasoning"] for v in res["coherence"]["probes"])
-
-
-@pytest.mark.parametrize("name,cls", [("nan", "empty"), ("random", "incoherent")])
-def test_broken_models_fail_the_gate(tmp_path, name, cls):
-    with warm_engine(name) as srv:
-        probes, dummy = run_module(tmp_path, base_url=srv.base_url, probes_only=True)
-        load, dummy = run_module(tmp_path, base_url=srv.base_url, run_probes=False, concurrency=2, **LOAD)
-    assert probes.get("failed") and probes["failure_class"] == cls, probes.get("msg")
-    assert probes["coherence"]["probes_passed"] == 0
-    # the load path alone also refuses to count the output as throughput
-    assert load.get("failed") and load["failure_class"] == cls, load.get("msg")
-    r = load["results"][0]
-    assert r["completed"] == 8 and r["coherent"] == 0 and r["output_throughput"] == 0.0
-
-
 @timing
-def test_throttled_engine_is_a_regression_and_unchanged_rerun_passes(tmp_path):
+def test_throttled_engine_is_a_regression_and_unchanged_rerun_passes(tmp_path, good):
     args = dict(LOAD)
     args.update(concurrency=2, num_prompts=16, trials=3, tolerance=0.25, run_probes=False,
                 baseline_dir=str(tmp_path / "base"), report_dir=str(tmp_path / "rep"),
                 fingerprint={"host": "loopback", "model": "tinymodel/good"},
                 gate_metrics=["output_throughput", "ttft_ms.p50", "e2e_ms.p50"])
-    with warm_engine("good") as srv:
-        with throttling_proxy(srv.base_url, 0.0) as url:
-            first, dummy = run_module(tmp_path, base_url=url, **args)
-            again, dummy = run_module(tmp_path, base_url=url, **args)
-        with throttling_proxy(srv.base_url, 1.5) as url:
-            slow, dummy = run_module(tmp_path, base_url=url, **args)
+    with throttling_proxy(good.base_url, 0.0) as url:
+        first, dummy = run_module(tmp_path, base_url=url, **args)
+        again, dummy = run_module(tmp_path, base_url=url, **args)
+    with throttling_proxy(good.base_url, 1.5) as url:
+        slow, dummy = run_module(tmp_path, base_url=url, **args)
     assert not first.get("failed"), first.get("msg")
     assert first["results"][0]["regression"]["status"] == "recorded"
     assert not again.get("failed"), again.get("msg")
