@@ -10,22 +10,23 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.device_access import DeviceAccessError, from_ansible
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.device_classes import (
-    DeviceClassError, check_device_classes)
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule
+
+access = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.serving.device_access")
+classes_ = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.serving.device_classes")
 
 
 def device_access(find_files, passwd_entry, group_db, extra_groups=None, user="sglang", var_name="sglang_device_groups"):
     try:
-        return from_ansible(find_files, passwd_entry, group_db, extra_groups, user, var_name)
-    except (DeviceAccessError, ValueError, TypeError, IndexError) as exc:
+        return access.from_ansible(find_files, passwd_entry, group_db, extra_groups, user, var_name)
+    except (access.DeviceAccessError, ValueError, TypeError, IndexError) as exc:
         raise AnsibleFilterError("device_access: %s" % exc)
 
 
 def device_classes_check(classes, registry, proc_devices="", var_name="sglang_device_classes"):
     try:
-        return check_device_classes(classes, registry, proc_devices, var_name)
-    except (DeviceClassError, TypeError) as exc:
+        return classes_.check_device_classes(classes, registry, proc_devices, var_name)
+    except (classes_.DeviceClassError, TypeError) as exc:
         raise AnsibleFilterError("device_classes_check: %s" % exc)
 
 

@@ -17,7 +17,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import dkms, host_stack, nvidia_banner
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule
+
+dkms = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.gpu.dkms")
+host_stack = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.gpu.host_stack")
+nvidia_banner = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.gpu.nvidia_banner")
 
 
 def nvidia_module_version(text):

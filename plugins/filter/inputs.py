@@ -6,9 +6,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.inputs import input_names, range_error
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule, lazy_function
+
+inputs = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.inputs")
 
 
 class FilterModule(object):
     def filters(self):
-        return {"range_error": range_error, "input_names": input_names}
+        return {"range_error": lazy_function(inputs, "range_error"), "input_names": lazy_function(inputs, "input_names")}

@@ -8,8 +8,10 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import alert_thresholds
-from ansible_collections.gpuhost.sglang.plugins.module_utils.monitoring import targets
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule
+
+alert_thresholds = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.bench.alert_thresholds")
+targets = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.monitoring.targets")
 
 
 def monitoring_thresholds(baseline_dir, factor=1.5):

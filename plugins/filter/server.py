@@ -21,13 +21,13 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import (
-    ProfileError, candidate_chain, option_sets, select_profile)
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.exposure import ExposureError, exposure
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.fallback_budget import BudgetError, fallback_budget
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.unit_host import parse_record
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
-    OptionsError, negatable_for, precheck, server_argv as _server_argv, shell_quote as _shell_quote, systemd_exec as _systemd_exec)
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule
+
+profiles = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles")
+exposure_ = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.exposure")
+budget = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.fallback_budget")
+unit_host = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.serving.unit_host")
+args = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args")
 
 
 def server_argv(options, negatable=None, flag_data=None, engine_version=None, var_name="options"):
@@ -37,35 +37,35 @@ def server_argv(options, negatable=None, flag_data=None, engine_version=None, va
     try:
         if flag_data:
             if not isinstance(flag_data, dict):
-                raise OptionsError("flag_data must be one engine's entry of sglang_flags (a dict with renames, removed, abbreviations)")
-            errors = precheck(options, flag_data.get("renames"), flag_data.get("removed"), flag_data.get("abbreviations"),
-                              engine_version, var_name)
+                raise args.OptionsError("flag_data must be one engine's entry of sglang_flags (a dict with renames, removed, abbreviations)")
+            errors = args.precheck(options, flag_data.get("renames"), flag_data.get("removed"),
+                                   flag_data.get("abbreviations"), engine_version, var_name)
             if errors:
-                raise OptionsError("%s: %s" % (var_name, "; ".join(e["text"] for e in errors)))
+                raise args.OptionsError("%s: %s" % (var_name, "; ".join(e["text"] for e in errors)))
             if negatable is None:
-                negatable = negatable_for(flag_data.get("negatable"), engine_version)
-        return _server_argv(options, negatable or (), var_name)
-    except OptionsError as exc:
+                negatable = args.negatable_for(flag_data.get("negatable"), engine_version)
+        return args.server_argv(options, negatable or (), var_name)
+    except args.OptionsError as exc:
         raise AnsibleFilterError(str(exc))
 
 
 def systemd_exec(argv):
     try:
-        return _systemd_exec(argv)
-    except OptionsError as exc:
+        return args.systemd_exec(argv)
+    except args.OptionsError as exc:
         raise AnsibleFilterError(str(exc))
 
 
 def shell_quote(argv):
     if isinstance(argv, str) or not isinstance(argv, (list, tuple)):
         raise AnsibleFilterError("shell_quote expects a list of arguments, got %s" % type(argv).__name__)
-    return _shell_quote(argv)
+    return args.shell_quote(argv)
 
 
 def sglang_profile_details(gpu_arch, model_family, engine_version, data, overrides=None, engine="sglang"):
     try:
-        return select_profile(gpu_arch, model_family, engine_version, data, overrides, engine)
-    except (ProfileError, OptionsError) as exc:
+        return profiles.select_profile(gpu_arch, model_family, engine_version, data, overrides, engine)
+    except (profiles.ProfileError, args.OptionsError) as exc:
         raise AnsibleFilterError(str(exc))
 
 
@@ -75,29 +75,29 @@ def sglang_profile(gpu_arch, model_family, engine_version, data, overrides=None,
 
 def sglang_candidates(profile_fallbacks, fallback_chain, host_options=None):
     try:
-        return candidate_chain(profile_fallbacks, fallback_chain, host_options)
-    except ProfileError as exc:
+        return profiles.candidate_chain(profile_fallbacks, fallback_chain, host_options)
+    except profiles.ProfileError as exc:
         raise AnsibleFilterError(str(exc))
 
 
 def sglang_option_sets(candidates, profile_options=None, host_options=None, managed_options=None):
     try:
-        return option_sets(candidates, profile_options, host_options, managed_options)
-    except ProfileError as exc:
+        return profiles.option_sets(candidates, profile_options, host_options, managed_options)
+    except profiles.ProfileError as exc:
         raise AnsibleFilterError(str(exc))
 
 
 def sglang_exposure(listen_address, port, public_path_prefixes, api_key_set, api_key_supported=True):
     try:
-        return exposure(listen_address, port, public_path_prefixes, bool(api_key_set), bool(api_key_supported))
-    except ExposureError as exc:
+        return exposure_.exposure(listen_address, port, public_path_prefixes, bool(api_key_set), bool(api_key_supported))
+    except exposure_.ExposureError as exc:
         raise AnsibleFilterError(str(exc))
 
 
 def sglang_fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta=None, chain=True):
     try:
-        return fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta, bool(chain))
-    except BudgetError as exc:
+        return budget.fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta, bool(chain))
+    except budget.BudgetError as exc:
         raise AnsibleFilterError(str(exc))
 
 
@@ -105,7 +105,7 @@ def json_record(text):
     """A small JSON record as host_read returned its text (last-known-good's meta.json, the install stamp): the
     object, or {} when the file is absent or damaged (the deploy transaction names the damage; here it only means
     no record)."""
-    return parse_record(text, "")[0]
+    return unit_host.parse_record(text, "")[0]
 
 
 class FilterModule(object):

@@ -8,17 +8,19 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.model_files import ModelFilesError, model_files_differ as _differ
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.unit_timing import start_timeout
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule, lazy_function
+
+model_files = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.model_files")
+unit_timing = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.unit_timing")
 
 
 def model_files_differ(src_find, dst_find, src_dir, dst_dir, owner="root", group="root", mode="0644"):
     try:
-        return _differ(src_find, dst_find, src_dir, dst_dir, owner, group, mode)
-    except ModelFilesError as exc:
+        return model_files.model_files_differ(src_find, dst_find, src_dir, dst_dir, owner, group, mode)
+    except model_files.ModelFilesError as exc:
         raise AnsibleFilterError("model_files_differ: %s" % exc)
 
 
 class FilterModule(object):
     def filters(self):
-        return {"start_timeout": start_timeout, "model_files_differ": model_files_differ}
+        return {"start_timeout": lazy_function(unit_timing, "start_timeout"), "model_files_differ": model_files_differ}

@@ -13,14 +13,16 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.tune.report import plan_line
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import ProfileError, merge_options
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule
+
+report = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.tune.report")
+profiles = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles")
 
 
 def tune_plan_line(pair):
     if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], dict):
         raise AnsibleFilterError("tune_plan_line expects [candidate, server_args result], got %r" % (pair,))
-    return plan_line(pair[0], pair[1])
+    return report.plan_line(pair[0], pair[1])
 
 
 def tune_merge(options, profile=None, managed=None):
@@ -29,8 +31,8 @@ def tune_merge(options, profile=None, managed=None):
         if value is not None and not isinstance(value, dict):
             raise AnsibleFilterError("tune_merge: %s must be a mapping, got %s" % (name, type(value).__name__))
     try:
-        return merge_options(profile, options, None, managed)
-    except ProfileError as exc:
+        return profiles.merge_options(profile, options, None, managed)
+    except profiles.ProfileError as exc:
         raise AnsibleFilterError("tune_merge: %s" % exc)
 
 

@@ -22,8 +22,6 @@ import json
 import re
 import time
 
-from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible.module_utils.urls import open_url
 
 
 class RouterError(Exception):
@@ -68,6 +66,10 @@ class SmgClient(object):
 
     @staticmethod
     def _open(method, url, body, headers, timeout):
+        # imported here: ansible.module_utils.urls pulls in ssl, http.client and cryptography (~0.1 s), and the
+        # filter plugins import this module in every worker process of a play (filter/fleet.py)
+        from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+        from ansible.module_utils.urls import open_url
         try:
             resp = open_url(url, method=method, data=body, headers=headers, timeout=timeout, validate_certs=False)
             return resp.getcode(), resp.read().decode("utf-8", "replace")
