@@ -25,21 +25,34 @@ def normalize(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def record_files(dist):
+    """The paths of ``dist``'s RECORD as written there (relative to its base), read with csv as importlib.metadata
+    does, without a PackagePath each (torch alone has ~15,000 rows: the pathlib objects took most of a second);
+    importlib.metadata's own list for a distribution without RECORD (egg-info)."""
+    import csv
+    import io
+    text = dist.read_text("RECORD")
+    if text is None:
+        return [str(f) for f in (dist.files or [])]
+    return [row[0] for row in csv.reader(io.StringIO(text)) if row]
+
+
 def scan(modules):
     """The probe's answer for the module names ``modules``."""
     import importlib.metadata as md
     out, seen, versions = [], set(), {}
     for dist in md.distributions():
-        name = dist.metadata["Name"]
+        meta = dist.metadata  # parsed once (dist.version parses it again)
+        name, version = meta["Name"], meta["Version"]
         if not name or name.lower() in seen:
             continue
         seen.add(name.lower())
-        versions[normalize(name)] = dist.version
-        files = [f for f in (dist.files or []) if "__pycache__" not in f.parts and not f.name.endswith(".pyc")
-                 and not f.parts[0].startswith("..")]
-        gone = [str(f) for f in files if not os.path.exists(f.locate())]
+        versions[normalize(name)] = version
+        base = str(dist.locate_file(""))
+        gone = [f for f in record_files(dist) if "__pycache__" not in f.split("/") and not f.endswith(".pyc")
+                and not f.startswith("..") and not os.path.exists(os.path.join(base, f))]
         if gone:
-            out.append({"dist": name, "version": dist.version, "missing_files": len(gone), "example": gone[0]})
+            out.append({"dist": name, "version": version, "missing_files": len(gone), "example": gone[0]})
     mods = [m for m in modules if importlib.util.find_spec(m) is None]
     return {"dists": out, "modules": mods, "versions": versions}
 

@@ -64,3 +64,13 @@ def test_deleted_package_directory_is_found_with_its_distribution(tmp_path):
 def test_interpreter_that_cannot_run(tmp_path):
     res = vc.check(str(tmp_path / "no-python"), ["x"])
     assert not res["ok"] and "no-python" in res["error"]
+
+
+
+def test_a_record_path_with_a_comma_is_read_whole(tmp_path):
+    """RECORD is CSV (PEP 376): a path with a comma is quoted, and the probe reads it with csv as
+    importlib.metadata does."""
+    make_dist(tmp_path, "odd", "2.0", ["odd/a,b.py"])
+    (tmp_path / "odd-2.0.dist-info" / "RECORD").write_text('"odd/a,b.py",,\n"odd/c,d.py",,\nodd-2.0.dist-info/RECORD,,\n')
+    res = vc.check(sys.executable, [], run=run_in(tmp_path))
+    assert res["dists"] == [{"dist": "odd", "version": "2.0", "missing_files": 1, "example": "odd/c,d.py"}]
