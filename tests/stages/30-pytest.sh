@@ -18,7 +18,8 @@ sel="not serving_role and not long"
 ignore=()
 while read -r f; do ignore+=(--ignore "$f"); done < <(grep -v '^#' tests/stages/gpu-tests | grep .)
 rc=0
-python -m pytest -q -p no:cacheprovider "${par[@]}" "${ignore[@]}" -m "$sel and not timing" tests/unit tests/integration || rc=$?
+# --durations: the slowest tests of each run in the log (tests/stages/pytest-seconds orders the files by them)
+python -m pytest -q -p no:cacheprovider --durations=20 "${par[@]}" "${ignore[@]}" -m "$sel and not timing" tests/unit tests/integration || rc=$?
 echo "--- tests marked timing, alone"
-python -m pytest -q -p no:cacheprovider "${ignore[@]}" -m "$sel and timing" tests/unit tests/integration || rc=$?
+python -m pytest -q -p no:cacheprovider --durations=10 "${ignore[@]}" -m "$sel and timing" tests/unit tests/integration || rc=$?
 exit "$rc"
