@@ -42,6 +42,14 @@ options:
       owner: {description: User name., type: str, default: root}
       group: {description: Group name., type: str, default: root}
       mode: {description: Octal mode as a string., type: str, default: "0644"}
+  known:
+    description:
+      - What M(gpuhost.sglang.host_read) read of these paths earlier in the play (its RV(gpuhost.sglang.host_read#module:stat)).
+        When it shows every declared directory and file as declared (type, owner, group, mode, and the sha1 of
+        the content), the action plugin answers unchanged on the controller and the module does not run; otherwise
+        the module compares and writes on the host as without it.
+      - The module itself ignores it.
+    type: dict
 notes:
   - In check mode nothing is written and the result says what would change; a user or group that the play has not
     created yet is accepted there (its ownership then counts as unchanged).
@@ -82,6 +90,7 @@ def main():
             files=dict(type="list", elements="dict", default=[], options=dict(
                 dest=dict(type="path", required=True), content=dict(type="str", required=True),
                 mode=dict(type="str", default="0644"), **owned)),
+            known=dict(type="dict"),
         ),
         supports_check_mode=True,
     )

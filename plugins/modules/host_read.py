@@ -107,6 +107,12 @@ tree:
       files only); no files when the directory is absent."
   returned: when tree is given
   type: dict
+stat:
+  description:
+    - "{path: {path, isdir, isreg, islnk, mode, pw_name, gr_name, checksum} or null when absent} (checksum: sha1,
+      regular files only)."
+  returned: when stat is given
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -124,13 +130,14 @@ def main():
             groups=dict(type="bool", default=False),
             units=dict(type="list", elements="str", default=[]),
             tree=dict(type="path"),
+            stat=dict(type="list", elements="path", default=[]),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
         res = host_read.read("", p["files"], p["checksums"], p["exists"], p["devices"], p["account"], p["groups"],
-                             p["units"], module.run_command, p["tree"])
+                             p["units"], module.run_command, p["tree"], p["stat"])
     except (host_read.ReadError, OSError) as exc:
         module.fail_json(msg="host_read: %s" % exc)
     module.exit_json(changed=False, **res)

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import grp
+import hashlib
 import os
 import pwd
 
@@ -111,3 +112,35 @@ def ensure(root, directories, files, check_mode=False):
                 diff.append({"before_header": spec["dest"], "after_header": spec["dest"],
                              "before": before or "", "after": spec["content"]})
     return {"changed": bool(paths), "paths": paths, "diff": diff}
+
+
+def known_difference(directories, files, known):
+    """None when ``known`` (module host_read's ``stat`` of the host, read earlier in the play) shows every declared
+    directory and file exactly as ensure() would leave it: the controller then skips the call (a round trip of a
+    no-op run). Otherwise the first path that may differ ("" when there is no read), and the module decides on the
+    host: a path the read did not cover or found absent, another type, content (sha1 of the declared text), owner
+    or group name, or mode, and a declaration the module would refuse (it names the error)."""
+    if not isinstance(known, dict):
+        return ""
+    path = ""
+    try:
+        for spec in directories:
+            path = spec["path"]
+            entry = known.get(path)
+            if not (isinstance(entry, dict) and entry.get("isdir") and _same_owner_mode(entry, spec, "0755")):
+                return path
+        for spec in files:
+            path = spec["dest"]
+            entry = known.get(path)
+            digest = hashlib.sha1(spec["content"].encode("utf-8", "surrogateescape")).hexdigest()  # as written
+            if not (isinstance(entry, dict) and entry.get("isreg") and _same_owner_mode(entry, spec, "0644")
+                    and entry.get("checksum") == digest):
+                return path
+    except (FilesError, KeyError, TypeError, ValueError, AttributeError):
+        return path
+    return None
+
+
+def _same_owner_mode(entry, spec, default_mode):
+    return (entry.get("pw_name") == (spec.get("owner") or "root") and entry.get("gr_name") == (spec.get("group") or "root")
+            and int(str(entry.get("mode")), 8) == _mode(spec.get("mode") or default_mode, "declared"))

@@ -75,6 +75,18 @@ def find_nodes(root, paths, patterns, depth):
     return sorted(found, key=lambda n: n["path"])
 
 
+def _entry(path, full, st, names):
+    """One path in ansible.builtin.find's shape (path, isdir, isreg, islnk, mode, pw_name, gr_name; checksum: the
+    sha1 of a regular file)."""
+    entry = {"path": path, "isdir": stat.S_ISDIR(st.st_mode), "isreg": stat.S_ISREG(st.st_mode),
+             "islnk": stat.S_ISLNK(st.st_mode), "mode": "%04o" % (st.st_mode & 0o7777),
+             "pw_name": names.setdefault(("u", st.st_uid), _name(pwd.getpwuid, st.st_uid)),
+             "gr_name": names.setdefault(("g", st.st_gid), _name(grp.getgrgid, st.st_gid))}
+    if entry["isreg"]:
+        entry["checksum"] = sha1("", full)
+    return entry
+
+
 def read_tree(root, top):
     """Every entry under ``top`` (hidden ones too, links not followed) with a sha1 of each regular file, in
     ansible.builtin.find's shape (recurse, file_type any, get_checksum): {"files": [{path, isdir, isreg, islnk, mode,
@@ -92,15 +104,24 @@ def read_tree(root, top):
                 st = os.lstat(full)
             except OSError:
                 continue
-            path = full[len(root.rstrip(os.sep)):] if root else full
-            entry = {"path": path, "isdir": stat.S_ISDIR(st.st_mode), "isreg": stat.S_ISREG(st.st_mode),
-                     "islnk": stat.S_ISLNK(st.st_mode), "mode": "%04o" % (st.st_mode & 0o7777),
-                     "pw_name": names.setdefault(("u", st.st_uid), _name(pwd.getpwuid, st.st_uid)),
-                     "gr_name": names.setdefault(("g", st.st_gid), _name(grp.getgrgid, st.st_gid))}
-            if entry["isreg"]:
-                entry["checksum"] = sha1("", full)
-            entries.append(entry)
+            entries.append(_entry(full[len(root.rstrip(os.sep)):] if root else full, full, st, names))
     return {"files": sorted(entries, key=lambda e: e["path"])}
+
+
+def stat_paths(root, paths):
+    """{path: entry or None (absent)} of each path, links followed as module host_files follows them (the entry's
+    shape is read_tree's): what the controller compares a host_files task's declaration with
+    (plugins/action/host_files.py) before it calls the module."""
+    names, out = {}, {}
+    for path in paths:
+        full = unit_host._path(root, path)
+        try:
+            st = os.stat(full)
+        except OSError:
+            out[path] = None
+            continue
+        out[path] = _entry(path, full, st, names)
+    return out
 
 
 def _name(lookup, ident):
@@ -139,7 +160,8 @@ def unit_states(run, units):
     return states
 
 
-def read(root, files=(), checksums=(), exists=(), devices=None, account=None, groups=False, units=(), run=None, tree=None):
+def read(root, files=(), checksums=(), exists=(), devices=None, account=None, groups=False, units=(), run=None, tree=None,
+         stats=()):
     out = {"files": read_files(root, files),
            "checksums": dict((p, sha1(root, p)) for p in checksums),
            "exists": dict((p, os.path.lexists(unit_host._path(root, p))) for p in exists)}
@@ -154,4 +176,6 @@ def read(root, files=(), checksums=(), exists=(), devices=None, account=None, gr
         out["units"] = unit_states(run, units)
     if tree:
         out["tree"] = read_tree(root, tree)
+    if stats:
+        out["stat"] = stat_paths(root, stats)
     return out

@@ -135,3 +135,60 @@ def test_unit_states_from_one_systemctl_show():
     assert len(calls) == 1 and calls[0][:2] == ["systemctl", "show"]
     failing = host_read.unit_states(lambda argv: (1, "", "Failed to connect to bus"), ["a.timer"])
     assert failing == {"a.timer": {"active": "inactive", "enabled": ""}}
+
+
+def _known(root, dirs, files):
+    return host_read.stat_paths(root, [d["path"] for d in dirs] + [f["dest"] for f in files])
+
+
+def _drift_cases(tmp_path):
+    """(name, mutation of the tree under tmp_path) after a first ensure(); each leaves the declaration as it was."""
+    conf, app = tmp_path / "etc/app/app.conf", tmp_path / "etc/app"
+    return [
+        ("nothing", lambda: None),
+        ("content", lambda: conf.write_text("edited by hand\n")),
+        ("same length content", lambda: conf.write_text("a=2\n")),
+        ("file mode", lambda: os.chmod(str(conf), 0o600)),
+        ("directory mode", lambda: os.chmod(str(app), 0o755)),
+        ("file owner", lambda: os.chown(str(conf), 65534, -1)),
+        ("directory group", lambda: os.chown(str(app), -1, 65534)),
+        ("file removed", lambda: conf.unlink()),
+        ("file replaced by a link to the same content", lambda: (
+            (tmp_path / "same.conf").write_text("a=1\n"), conf.unlink(), conf.symlink_to(tmp_path / "same.conf"))),
+    ]
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_the_controller_says_unchanged_exactly_when_the_module_would(tmp_path, case):
+    """What the action plugin decides from host_read's stat (plugins/action/host_files.py) against what the module
+    does on the host: the same answer for every kind of drift (root: the owner cases chown to nobody)."""
+    dirs, files = declared(tmp_path)
+    host_files.ensure(str(tmp_path), dirs, files)
+    name, mutate = _drift_cases(tmp_path)[case]
+    if "owner" in name or "group" in name:
+        if os.getuid() != 0:
+            pytest.skip("chown needs root")
+    mutate()
+    module_unchanged = not host_files.ensure(str(tmp_path), dirs, files, check_mode=True)["changed"]
+    difference = host_files.known_difference(dirs, files, _known(str(tmp_path), dirs, files))
+    assert (difference is None) is module_unchanged, name
+    if not module_unchanged:
+        assert difference == ("/etc/app" if "directory" in name else "/etc/app/app.conf"), name
+    assert module_unchanged is (name in ("nothing", "file replaced by a link to the same content")), name
+
+
+def test_the_controller_calls_the_module_for_what_it_did_not_read_or_cannot_judge(tmp_path):
+    dirs, files = declared(tmp_path)
+    host_files.ensure(str(tmp_path), dirs, files)
+    known = _known(str(tmp_path), dirs, files)
+    assert host_files.known_difference(dirs, files, known) is None
+    # a path the read did not cover, no read at all, a declaration the module would refuse (it names the error)
+    other = dict(files[0], dest="/etc/app/other.conf")
+    assert host_files.known_difference(dirs, files + [other], known) == "/etc/app/other.conf"
+    assert host_files.known_difference(dirs, files, None) == ""
+    assert host_files.known_difference(dirs, [dict(files[0], mode="rw-r--r--")], known) == "/etc/app/app.conf"
+    # defaults as the module's: root:root, 0755 for a directory, 0644 for a file
+    root_dir = [{"path": "/etc/app"}]
+    os.chmod(str(tmp_path / "etc/app"), 0o755)
+    as_root = ME == "root" and MY_GROUP == "root"
+    assert host_files.known_difference(root_dir, [], _known(str(tmp_path), root_dir, [])) == (None if as_root else "/etc/app")
