@@ -54,6 +54,14 @@ options:
       - A directory whose every entry to return (in RV(tree)), as M(ansible.builtin.find) with C(recurse),
         C(hidden), C(file_type=any) and C(get_checksum) returns them; links are listed, not followed.
     type: path
+  stat:
+    description:
+      - Paths whose type, mode, owner, group and sha1 to return (in RV(stat)), links followed as
+        M(gpuhost.sglang.host_files) follows them. The serving role passes the paths its host_files tasks declare
+        and gives the result to those tasks as their O(gpuhost.sglang.host_files#module:known).
+    type: list
+    elements: path
+    default: []
 notes:
   - Check mode is supported; the module only reads. Give a task that reads secrets C(no_log).
 extends_documentation_fragment:

@@ -23,7 +23,6 @@ import re
 import time
 
 
-
 class RouterError(Exception):
     """A failure with a message meant for the user."""
 

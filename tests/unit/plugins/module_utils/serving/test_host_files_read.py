@@ -152,7 +152,7 @@ def _drift_cases(tmp_path):
         ("directory mode", lambda: os.chmod(str(app), 0o755)),
         ("file owner", lambda: os.chown(str(conf), 65534, -1)),
         ("directory group", lambda: os.chown(str(app), -1, 65534)),
-        ("file removed", lambda: conf.unlink()),
+        ("file removed", conf.unlink),
         ("file replaced by a link to the same content", lambda: (
             (tmp_path / "same.conf").write_text("a=1\n"), conf.unlink(), conf.symlink_to(tmp_path / "same.conf"))),
     ]

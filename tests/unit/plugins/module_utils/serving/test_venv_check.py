@@ -66,7 +66,6 @@ def test_interpreter_that_cannot_run(tmp_path):
     assert not res["ok"] and "no-python" in res["error"]
 
 
-
 def test_a_record_path_with_a_comma_is_read_whole(tmp_path):
     """RECORD is CSV (PEP 376): a path with a comma is quoted, and the probe reads it with csv as
     importlib.metadata does."""
