@@ -7,17 +7,26 @@ export GPUHOST_ROOT=$PWD
 glob=${1:-*}
 passed=0; failed=0; failed_names=()
 declare -a timings=()
-# Stages that only download and build fixtures run beside a CPU-bound stage that needs none of them: a pair
-# "A:B" starts B in the background when A starts (B's output is kept apart and printed after A's, each stage
-# keeps its own result and time). Only when both are selected; GPUHOST_OVERLAP= runs everything in order.
+# Stages that only download and build fixtures run beside CPU-bound stages that need none of them: a pair "A:B"
+# starts B in the background when A starts and waits for it after A; "A..C:B" starts B when the first selected stage
+# from A to C (in the stages' order) starts and waits for it after the last one. B's output is kept apart and printed
+# after that stage's, each stage keeps its own result and time. Only when B and a stage of A..C are selected;
+# GPUHOST_OVERLAP= runs everything in order.
+# 20-fixtures (downloads, venv installs) runs beside 10-lint and 15-sanity, which need no fixture.
 # 35-gpu (CPU-only GPU gates: its own apt repo copy in .cache, loopback gloo ranks) runs beside 40-molecule,
 # whose scenarios mostly wait on dpkg, boots and SSH and build their own repo copies.
-overlap=${GPUHOST_OVERLAP-15-sanity:20-fixtures 40-molecule:35-gpu}
-selected=" $(for s in tests/stages/${glob}.sh; do [ -e "$s" ] && basename "$s" .sh; done | tr '\n' ' ') "
-declare -A beside=() deferred=()
+overlap=${GPUHOST_OVERLAP-10-lint..15-sanity:20-fixtures 40-molecule:35-gpu}
+selected=$(for s in tests/stages/${glob}.sh; do [ -e "$s" ] && basename "$s" .sh; done)
+declare -A beside=() deferred=() until=() span=()
 for pair in $overlap; do
-  a=${pair%%:*}; b=${pair##*:}
-  case "$selected" in *" $a "*) case "$selected" in *" $b "*) beside[$a]=$b; deferred[$b]=1 ;; esac ;; esac
+  range=${pair%%:*}; b=${pair##*:}; first=${range%%..*}; last=${range##*..}
+  grep -qxF -- "$b" <<<"$selected" || continue
+  in_range=()
+  for s in $selected; do
+    if [ "$s" != "$b" ] && ! [[ "$s" < "$first" ]] && ! [[ "$s" > "$last" ]]; then in_range+=("$s"); fi
+  done
+  [ ${#in_range[@]} -gt 0 ] || continue
+  beside[${in_range[0]}]=$b; until[${in_range[-1]}]=$b; span[$b]=${in_range[*]}; deferred[$b]=1
 done
 # Budgets (tests/stages/budgets: "STAGE SECONDS" lines, plus "goal" and "limit" for the whole run): a stage over
 # its budget and a run over the goal or the limit print a warning in the summary; the result stays the stages'
@@ -45,6 +54,16 @@ record() {  # name rc seconds [note]
   secs[$1]=$3; order+=("$1")
   timings+=("$(printf '%-28s %-7s %5ss  budget %5s%s' "$1" "$result" "$3" "${budget[$1]:+${budget[$1]}s}" "${4:-}")")
 }
+declare -A bglog=() bgstart=() bgpid=()
+collect() {  # name: wait for the stage run in the background, print its log, record its result and time
+  local bg=$1 beside=${span[$1]// /, }
+  wait "${bgpid[$bg]}"
+  echo "=================== stage $bg (ran beside $beside) ==================="
+  cat "${bglog[$bg]}"
+  record "$bg" "$(cat "${bglog[$bg]}.rc")" "$(( $(cat "${bglog[$bg]}.end") - ${bgstart[$bg]} ))" " (beside $beside)"
+  rm -f "${bglog[$bg]}" "${bglog[$bg]}.rc" "${bglog[$bg]}.end"
+  unset "bgpid[$bg]"
+}
 mins() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 for stage in tests/stages/${glob}.sh; do
   [ -e "$stage" ] || continue
@@ -52,24 +71,19 @@ for stage in tests/stages/${glob}.sh; do
   [ -n "${deferred[$name]:-}" ] && continue
   bg=${beside[$name]:-}
   if [ -n "$bg" ]; then
-    bglog=$(mktemp); bgstart=$(date +%s)
-    ( bash "tests/stages/$bg.sh" >"$bglog" 2>&1; echo $? >"$bglog.rc"; date +%s >"$bglog.end" ) &
-    bgpid=$!
+    bglog[$bg]=$(mktemp); bgstart[$bg]=$(date +%s)
+    ( bash "tests/stages/$bg.sh" >"${bglog[$bg]}" 2>&1; echo $? >"${bglog[$bg]}.rc"; date +%s >"${bglog[$bg]}.end" ) &
+    bgpid[$bg]=$!
   fi
   echo "=================== stage $name ==================="
   start=$(date +%s)
   bash "$stage"; rc=$?
   record "$name" "$rc" "$(( $(date +%s) - start ))"
-  if [ -n "$bg" ]; then
-    wait "$bgpid"
-    echo "=================== stage $bg (ran beside $name) ==================="
-    cat "$bglog"
-    record "$bg" "$(cat "$bglog.rc")" "$(( $(cat "$bglog.end") - bgstart ))" " (beside $name)"
-    rm -f "$bglog" "$bglog.rc" "$bglog.end"
-  fi
+  [ -z "${until[$name]:-}" ] || collect "${until[$name]}"
   # Setup failures make every later stage meaningless.
   if [ "$rc" -ne 0 ]; then case "$name" in 00-*) echo "setup failed: stopping"; break ;; esac; fi
 done
+for bg in "${!bgpid[@]}"; do collect "$bg"; done  # started beside a stage after which the run stopped
 echo "=================== summary ==================="
 printf '%s\n' "${timings[@]}"
 for name in "${order[@]}"; do

@@ -28,7 +28,7 @@ def make_tree(tmp_path, stages, budgets):
 
 
 def run_all(tree, *args, **env):
-    environ = dict(os.environ, GPUHOST_OVERLAP="", **env)
+    environ = dict(os.environ, **{"GPUHOST_OVERLAP": "", **env})
     environ.pop("GPUHOST_BUDGETS", None)
     proc = subprocess.run(["bash", str(tree / "tests" / "run-all.sh"), *args], env=environ, capture_output=True,
                           text=True, timeout=60, check=False)
@@ -85,8 +85,51 @@ def test_the_collection_budgets_cover_every_stage():
     # stages that run beside another one (tests/run-all.sh's GPUHOST_OVERLAP default) add no wall time
     with open(RUN_ALL, encoding="utf-8") as fh:
         overlap = re.search(r"overlap=\$\{GPUHOST_OVERLAP-([^}]*)\}", fh.read()).group(1).split()
-    beside = dict(pair.split(":")[::-1] for pair in overlap)  # the stage run beside -> the one it runs beside
+    beside = dict(pair.split(":")[::-1] for pair in overlap)  # the stage run beside -> "A" or "A..C" it runs beside
     wall = {k: budgets[k] for k in stages if k not in beside}
     for bg, fg in beside.items():
-        wall[fg] = max(wall[fg], budgets[bg])
+        first, last = fg.split("..") if ".." in fg else (fg, fg)
+        span = [k for k in stages if first <= k <= last and k != bg]
+        assert span, (bg, fg)
+        wall[span[-1]] = max(sum(wall.pop(k) for k in span), budgets[bg])
     assert sum(wall.values()) <= budgets["goal"], wall
+
+
+OVERLAP_STAGES = {
+    # 10-a and 15-b each wait up to TRIES x 0.1 s (5 s) for a mark that only 20-c, run beside them, makes: they pass
+    # only when 20-c runs at the same time as both; 20-c passes only when it sees 15-b start.
+    "10-a": "for i in $(seq ${TRIES:-50}); do [ -e c-started ] && exit 0; sleep 0.1; done; exit 1",
+    "15-b": "touch b-started; for i in $(seq ${TRIES:-50}); do [ -e c-started ] && exit 0; sleep 0.1; done; exit 1",
+    "20-c": "touch c-started; echo c-log; for i in $(seq ${TRIES:-50}); do [ -e b-started ] && exit 0; sleep 0.1; done; exit 4",
+    "30-d": "[ -e c-started ] && [ -e b-started ]",
+}
+
+
+def test_a_stage_runs_beside_a_range_of_stages(tmp_path):
+    """GPUHOST_OVERLAP="A..C:B": B starts with A, runs beside every stage up to C, its log comes after C's."""
+    tree = make_tree(tmp_path, OVERLAP_STAGES, "goal 600\nlimit 900\n10-a 60\n15-b 60\n20-c 60\n30-d 60\n")
+    rc, out = run_all(tree, GPUHOST_OVERLAP="10-a..15-b:20-c")
+    assert rc == 0, out
+    banners = re.findall(r"(?m)^=+ stage (.*?) =+$", out)
+    assert banners == ["10-a", "15-b", "20-c (ran beside 10-a, 15-b)", "30-d"], out
+    assert out.index("c-log") > out.index("stage 20-c (ran beside"), out
+    assert re.search(r"(?m)^20-c +ok +\d+s  budget +60s \(beside 10-a, 15-b\)$", out), out
+    assert "stages: 4 passed, 0 failed" in out, out
+
+
+def test_a_range_shrinks_to_the_selected_stages_and_empty_overlap_runs_in_order(tmp_path):
+    tree = make_tree(tmp_path, OVERLAP_STAGES, "goal 600\nlimit 900\n10-a 60\n15-b 60\n20-c 60\n30-d 60\n")
+
+    def run(*args, overlap="10-a..15-b:20-c", tries="5"):  # the runs that fail wait 0.5 s per stage
+        for mark in ("b-started", "c-started"):
+            (tree / mark).unlink(missing_ok=True)
+        return run_all(tree, *args, GPUHOST_OVERLAP=overlap, TRIES=tries)
+
+    rc, out = run("1[05]*")  # 20-c not selected: nothing runs beside 10-a and 15-b
+    assert rc == 1 and "failed stages: 10-a 15-b" in out and "ran beside" not in out, out
+    rc, out = run("[!1]*")  # no stage of the range selected: 20-c runs in order and never sees 15-b start
+    assert rc == 1 and "failed stages: 20-c 30-d" in out and "ran beside" not in out, out
+    rc, out = run("[!0]*", overlap="15-b..15-b:20-c 40-x:30-d", tries="50")  # a one-stage range; a pair of a missing stage
+    assert rc == 1 and "failed stages: 10-a" in out and "stage 20-c (ran beside 15-b)" in out, out
+    rc, out = run(overlap="")  # in order: 10-a and 15-b find no mark of 20-c
+    assert rc == 1 and "failed stages: 10-a 15-b" in out and "ran beside" not in out, out
