@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Final state of proxmox_baremetal: baremetal + ACS oneshot, then mode none."""
+"""Final state of pve-bm (scenario proxmox_modes, case baremetal): baremetal + ACS oneshot, then mode none."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,6 +12,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "proxmox_common"))
 import standin_log as sl  # noqa: E402
+
+# molecule verifies the four hosts of the scenario; these tests are this case's host's alone
+testinfra_hosts = ["pve-bm"]
 
 
 def test_acs_cleared_on_both_bridges_with_acs(host):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Final state of proxmox_lxc: container 101 with GPU 0000:41:00.0 (minor 1) and the shared nodes."""
+"""Final state of pve-lxc (scenario proxmox_modes, case lxc): container 101 with GPU 0000:41:00.0 (minor 1) and the shared nodes."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,6 +12,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "proxmox_common"))
 import standin_log as sl  # noqa: E402
+
+# molecule verifies the four hosts of the scenario; these tests are this case's host's alone
+testinfra_hosts = ["pve-lxc"]
 
 CT = "/var/lib/gpuhost-standin/ct/101/rootfs"
 
