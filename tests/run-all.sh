@@ -48,20 +48,35 @@ else
 fi
 run_start=$(date +%s)
 order=()
-record() {  # name rc seconds [note]
+# How busy the machine's CPUs were during a stage (all processes, test hosts and stages run beside it included;
+# proc(5), /proc/stat's first line): a stage far below 100 % waits on something, and has room for another beside it.
+ticks() {  # prints "BUSY TOTAL": the CPUs' busy and total clock ticks since boot
+  local _cpu user nice system idle iowait irq softirq steal _rest
+  read -r _cpu user nice system idle iowait irq softirq steal _rest </proc/stat
+  echo "$((user + nice + system + irq + softirq + steal)) $((user + nice + system + idle + iowait + irq + softirq + steal))"
+}
+busy() {  # "BUSY TOTAL" at the start, the same at the end: the busy share in percent
+  local b0 t0 b1 t1
+  read -r b0 t0 <<<"$1"; read -r b1 t1 <<<"$2"
+  if [ $((t1 - t0)) -gt 0 ]; then echo "$(( 100 * (b1 - b0) / (t1 - t0) ))%"; else echo "-"; fi
+}
+cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo "?")
+run_ticks=$(ticks)
+record() {  # name rc seconds busy [note]
   if [ "$2" -eq 0 ]; then passed=$((passed + 1)); result=ok
   else failed=$((failed + 1)); failed_names+=("$1"); result=FAILED; fi
   secs[$1]=$3; order+=("$1")
-  timings+=("$(printf '%-28s %-7s %5ss  budget %5s%s' "$1" "$result" "$3" "${budget[$1]:+${budget[$1]}s}" "${4:-}")")
+  timings+=("$(printf '%-28s %-7s %5ss  budget %5s  cpu busy %4s%s' "$1" "$result" "$3" "${budget[$1]:+${budget[$1]}s}" "$4" "${5:-}")")
 }
-declare -A bglog=() bgstart=() bgpid=()
+declare -A bglog=() bgstart=() bgticks=() bgpid=()
 collect() {  # name: wait for the stage run in the background, print its log, record its result and time
   local bg=$1 beside=${span[$1]// /, }
   wait "${bgpid[$bg]}"
   echo "=================== stage $bg (ran beside $beside) ==================="
   cat "${bglog[$bg]}"
-  record "$bg" "$(cat "${bglog[$bg]}.rc")" "$(( $(cat "${bglog[$bg]}.end") - ${bgstart[$bg]} ))" " (beside $beside)"
-  rm -f "${bglog[$bg]}" "${bglog[$bg]}.rc" "${bglog[$bg]}.end"
+  record "$bg" "$(cat "${bglog[$bg]}.rc")" "$(( $(cat "${bglog[$bg]}.end") - ${bgstart[$bg]} ))" \
+    "$(busy "${bgticks[$bg]}" "$(cat "${bglog[$bg]}.ticks")")" " (beside $beside)"
+  rm -f "${bglog[$bg]}" "${bglog[$bg]}.rc" "${bglog[$bg]}.end" "${bglog[$bg]}.ticks"
   unset "bgpid[$bg]"
 }
 mins() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
@@ -71,20 +86,22 @@ for stage in tests/stages/${glob}.sh; do
   [ -n "${deferred[$name]:-}" ] && continue
   bg=${beside[$name]:-}
   if [ -n "$bg" ]; then
-    bglog[$bg]=$(mktemp); bgstart[$bg]=$(date +%s)
-    ( bash "tests/stages/$bg.sh" >"${bglog[$bg]}" 2>&1; echo $? >"${bglog[$bg]}.rc"; date +%s >"${bglog[$bg]}.end" ) &
+    bglog[$bg]=$(mktemp); bgstart[$bg]=$(date +%s); bgticks[$bg]=$(ticks)
+    ( bash "tests/stages/$bg.sh" >"${bglog[$bg]}" 2>&1; echo $? >"${bglog[$bg]}.rc"; ticks >"${bglog[$bg]}.ticks"
+      date +%s >"${bglog[$bg]}.end" ) &
     bgpid[$bg]=$!
   fi
   echo "=================== stage $name ==================="
-  start=$(date +%s)
+  start=$(date +%s); start_ticks=$(ticks)
   bash "$stage"; rc=$?
-  record "$name" "$rc" "$(( $(date +%s) - start ))"
+  record "$name" "$rc" "$(( $(date +%s) - start ))" "$(busy "$start_ticks" "$(ticks)")"
   [ -z "${until[$name]:-}" ] || collect "${until[$name]}"
   # Setup failures make every later stage meaningless.
   if [ "$rc" -ne 0 ]; then case "$name" in 00-*) echo "setup failed: stopping"; break ;; esac; fi
 done
 for bg in "${!bgpid[@]}"; do collect "$bg"; done  # started beside a stage after which the run stopped
 echo "=================== summary ==================="
+echo "(cpu busy: the share of the machine's $cpus CPUs in use during the stage, by every process on it)"
 printf '%s\n' "${timings[@]}"
 for name in "${order[@]}"; do
   if [ -z "${budget[$name]:-}" ]; then
@@ -94,6 +111,7 @@ for name in "${order[@]}"; do
   fi
 done
 total=$(( $(date +%s) - run_start ))
+echo "cpu busy over the whole run: $(busy "$run_ticks" "$(ticks)") of $cpus CPUs"
 echo "total: ${total}s ($(mins "$total")) against the goal of ${goal}s ($(mins "$goal")) and the limit of ${limit}s ($(mins "$limit"))"
 if [ "$total" -gt "$limit" ]; then
   echo "WARNING: the run took ${total}s, over the limit of ${limit}s: a CI run this long lands nothing"

@@ -40,7 +40,7 @@ def test_stage_over_budget_and_run_over_goal_warn_without_failing(tmp_path):
                      "# stage seconds\ngoal 0\nlimit 3600\n10-slow 0\n20-fast 60\n")
     rc, out = run_all(tree)
     assert rc == 0, out
-    assert re.search(r"(?m)^10-slow +ok +[1-9]\d*s  budget +0s$", out), out
+    assert re.search(r"(?m)^10-slow +ok +[1-9]\d*s  budget +0s  cpu busy +\d+%$", out), out
     assert re.search(r"(?m)^WARNING: stage 10-slow took [1-9]\d*s, over its budget of 0s \(tests/stages/budgets\)$", out), out
     assert "WARNING: stage 20-fast" not in out, out
     assert "WARNING: stage 30-unbudgeted has no budget in tests/stages/budgets" in out, out
@@ -58,6 +58,19 @@ def test_run_within_budgets_prints_no_warning_and_a_failed_stage_still_fails(tmp
     # two instant stages can still cross a second boundary: the total is 0 or 1 s
     assert re.search(r"(?m)^total: [01]s \(0:0[01]\) against the goal of 600s \(10:00\) and the limit of 900s \(15:00\)$", out), out
     assert "failed stages: 20-b" in out, out
+
+
+def test_a_stage_that_keeps_every_cpu_busy_shows_it(tmp_path):
+    """The summary's cpu busy column is the machine's busy share during the stage: a stage spinning one loop per
+    CPU for 1.5 s shows at least 80 % whatever else runs (the share counts every process on the machine)."""
+    spin = 'for i in $(seq "$(getconf _NPROCESSORS_ONLN)"); do timeout 1.5 sh -c "while :; do :; done" & done; wait; exit 0'
+    tree = make_tree(tmp_path, {"10-spin": spin}, "goal 600\nlimit 900\n10-spin 60\n")
+    rc, out = run_all(tree)
+    assert rc == 0, out
+    busy = re.search(r"(?m)^10-spin +ok +\d+s  budget +60s  cpu busy +(\d+)%$", out)
+    assert busy and 80 <= int(busy.group(1)) <= 100, out
+    assert re.search(r"(?m)^cpu busy over the whole run: \d+% of \d+ CPUs$", out), out
+    assert re.search(r"(?m)^\(cpu busy: the share of the machine's \d+ CPUs in use during the stage", out), out
 
 
 def test_over_the_limit_and_a_bad_budget_line(tmp_path):
@@ -113,7 +126,7 @@ def test_a_stage_runs_beside_a_range_of_stages(tmp_path):
     banners = re.findall(r"(?m)^=+ stage (.*?) =+$", out)
     assert banners == ["10-a", "15-b", "20-c (ran beside 10-a, 15-b)", "30-d"], out
     assert out.index("c-log") > out.index("stage 20-c (ran beside"), out
-    assert re.search(r"(?m)^20-c +ok +\d+s  budget +60s \(beside 10-a, 15-b\)$", out), out
+    assert re.search(r"(?m)^20-c +ok +\d+s  budget +60s  cpu busy +(\d+%|-) \(beside 10-a, 15-b\)$", out), out
     assert "stages: 4 passed, 0 failed" in out, out
 
 
