@@ -82,14 +82,14 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import host
 
 
 def main():
-    owned = dict(owner=dict(type="str", default="root"), group=dict(type="str", default="root"))
+    owned = dict(owner=dict(type="str", default=host_files.OWNER), group=dict(type="str", default=host_files.GROUP))
     module = AnsibleModule(
         argument_spec=dict(
             directories=dict(type="list", elements="dict", default=[], options=dict(
-                path=dict(type="path", required=True), mode=dict(type="str", default="0755"), **owned)),
+                path=dict(type="path", required=True), mode=dict(type="str", default=host_files.DIRECTORY_MODE), **owned)),
             files=dict(type="list", elements="dict", default=[], options=dict(
                 dest=dict(type="path", required=True), content=dict(type="str", required=True),
-                mode=dict(type="str", default="0644"), **owned)),
+                mode=dict(type="str", default=host_files.FILE_MODE), **owned)),
             known=dict(type="dict"),
         ),
         supports_check_mode=True,

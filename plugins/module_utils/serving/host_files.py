@@ -25,6 +25,18 @@ class FilesError(Exception):
     pass
 
 
+# What a declaration leaves out (the module's argument spec takes its defaults from here too)
+OWNER = "root"
+GROUP = "root"
+DIRECTORY_MODE = "0755"
+FILE_MODE = "0644"
+
+
+def declared(spec, default_mode):
+    """(owner, group, mode string) of a directory or file declaration, the defaults filled in."""
+    return spec.get("owner") or OWNER, spec.get("group") or GROUP, spec.get("mode") or default_mode
+
+
 def _ids(owner, group, check_mode):
     """(uid, gid) of the names; None for a name this host does not know yet, which only check mode may accept (the
     user the same play creates first)."""
@@ -60,8 +72,9 @@ def ensure_directory(root, spec, check_mode):
     """Returns the list of what changed ('created', 'owner', 'group', 'mode'); empty when nothing did."""
     path = spec["path"]
     full = unit_host._path(root, path)
-    mode = _mode(spec.get("mode", "0755"), path)
-    uid, gid = _ids(spec.get("owner", "root"), spec.get("group", "root"), check_mode)
+    owner, group, mode = declared(spec, DIRECTORY_MODE)
+    mode = _mode(mode, path)
+    uid, gid = _ids(owner, group, check_mode)
     if os.path.lexists(full) and not os.path.isdir(full):
         raise FilesError("%s exists and is not a directory" % path)
     if not os.path.isdir(full):
@@ -81,8 +94,9 @@ def ensure_file(root, spec, check_mode):
     """Returns (what changed, the content before or None)."""
     dest = spec["dest"]
     full = unit_host._path(root, dest)
-    mode = _mode(spec.get("mode", "0644"), dest)
-    uid, gid = _ids(spec.get("owner", "root"), spec.get("group", "root"), check_mode)
+    owner, group, mode = declared(spec, FILE_MODE)
+    mode = _mode(mode, dest)
+    uid, gid = _ids(owner, group, check_mode)
     if os.path.isdir(full):
         raise FilesError("%s is a directory, a file was declared" % dest)
     before = unit_host.read_text(root, dest)
@@ -127,13 +141,13 @@ def known_difference(directories, files, known):
         for spec in directories:
             path = spec["path"]
             entry = known.get(path)
-            if not (isinstance(entry, dict) and entry.get("isdir") and _same_owner_mode(entry, spec, "0755")):
+            if not (isinstance(entry, dict) and entry.get("isdir") and _same_owner_mode(entry, spec, DIRECTORY_MODE)):
                 return path
         for spec in files:
             path = spec["dest"]
             entry = known.get(path)
             digest = hashlib.sha1(spec["content"].encode("utf-8", "surrogateescape")).hexdigest()  # as written
-            if not (isinstance(entry, dict) and entry.get("isreg") and _same_owner_mode(entry, spec, "0644")
+            if not (isinstance(entry, dict) and entry.get("isreg") and _same_owner_mode(entry, spec, FILE_MODE)
                     and entry.get("checksum") == digest):
                 return path
     except (FilesError, KeyError, TypeError, ValueError, AttributeError):
@@ -142,5 +156,6 @@ def known_difference(directories, files, known):
 
 
 def _same_owner_mode(entry, spec, default_mode):
-    return (entry.get("pw_name") == (spec.get("owner") or "root") and entry.get("gr_name") == (spec.get("group") or "root")
-            and int(str(entry.get("mode")), 8) == _mode(spec.get("mode") or default_mode, "declared"))
+    owner, group, mode = declared(spec, default_mode)
+    return (entry.get("pw_name") == owner and entry.get("gr_name") == group
+            and int(str(entry.get("mode")), 8) == _mode(mode, "declared"))
