@@ -201,7 +201,7 @@ class ModuleHost(object):
         if look is not None and unit == self.a["unit"] and health_url == self.a["health_url"] and since == look[0]:
             return look[1]   # ready at inspect, nothing done since (the transaction's first readiness wait)
         deadline = time.monotonic() + timeout
-        args = {"unit": unit, "health_url": health_url, "since": int(since or 0), "wait": 10}
+        args = {"unit": unit, "health_url": health_url, "since": float(since or 0), "wait": 10}
         if self.a["api_key"]:
             args["api_key"] = self.a["api_key"]
         start = time.monotonic()

@@ -32,8 +32,8 @@ options:
     type: str
     required: true
   since:
-    description: Epoch seconds of the (re)start; journal lines before it are ignored.
-    type: int
+    description: Epoch seconds of the (re)start, to the microsecond; journal lines before it are ignored.
+    type: float
     required: true
   wait:
     description: Seconds to keep polling in this call before returning C(state=starting).
@@ -112,7 +112,7 @@ def main():
         argument_spec=dict(
             unit=dict(type="str", required=True),
             health_url=dict(type="str", required=True),
-            since=dict(type="int", required=True),
+            since=dict(type="float", required=True),
             wait=dict(type="int", default=10),
             signatures=dict(type="list", elements="dict"),
             api_key=dict(type="str", no_log=True),

@@ -138,9 +138,9 @@ preview:
   returned: op=inspect with O(unit_content) and O(env_content)
   type: dict
 since:
-  description: The host clock (epoch seconds) before a restart (C(restart), C(restore)).
+  description: The host clock (epoch seconds, to the microsecond) before a restart (C(restart), C(restore)).
   returned: op=restart or op=restore
-  type: int
+  type: float
 pid:
   description: The unit's MainPID (C(state)); 0 when it runs no process.
   returned: op=state

@@ -22,6 +22,8 @@ import time
 
 import pytest
 
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import ready
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 FILES = os.path.join(ROOT, "roles", "sglang", "files")
@@ -150,3 +152,38 @@ def test_a_killed_rank_restarts_the_replica(ranks, victim):
     assert "peer watch: rank %d lost; aborting" % victim in ssh(ranks[other], "journalctl -u standin -o cat")
     assert after[0].get("Serving") == "up" and "Serving" not in after[1]
     assert all(int(a["NRestarts"]) == int(b["NRestarts"]) + 1 for a, b in zip(after, before))
+
+
+# The line a candidate that could not bind logs (sglang's uvicorn; ready.py's port_in_use signature), logged early in
+# a second, then the host clock once the line is in the journal: what a rollback restarted in the same second sees.
+SAME_SECOND = r"""
+import subprocess, time
+while time.time() % 1 > 0.3:
+    time.sleep(0.01)
+second = int(time.time())
+subprocess.run(["systemd-run", "--unit=gpuhost-journal-window", "--wait", "-q", "sh", "-c",
+                "echo \"ERROR: [Errno 98] error while attempting to bind on address: address already in use\""], check=True)
+while b"Errno 98" not in subprocess.run(["journalctl", "-u", "gpuhost-journal-window", "-o", "cat", "-q"],
+                                         stdout=subprocess.PIPE).stdout:
+    time.sleep(0.01)
+print(second, repr(round(time.time(), 6)))
+"""
+
+
+def test_the_readiness_read_starts_at_the_restart_not_at_its_second(ranks):
+    """ready.read_journal's own journalctl command on a real Debian 12 host: from the restart's clock to the
+    microsecond it leaves out a failure line logged earlier in the same second (read from the whole second, a
+    rollback took its candidate's "address already in use" as its own and failed: the CI run of 2026-12-03), and
+    from a second earlier it has the line."""
+    host = ranks[0]
+
+    def on_host(cmd, **_kw):
+        return subprocess.run(["ssh", *SSH_OPTS, "-i", host["identity_file"], "root@%s" % host["address"],
+                               " ".join("'%s'" % a for a in cmd)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=60, check=False)
+
+    second, since = ssh(host, "python3 -c '%s'" % SAME_SECOND.replace("'", "'\"'\"'")).split()
+    since = float(since)
+    assert int(since) == int(second), "the line and the clock must share a second for this case: %s %r" % (second, since)
+    assert not [line for line in ready.read_journal("gpuhost-journal-window", since, run=on_host) if "Errno 98" in line]
+    assert [line for line in ready.read_journal("gpuhost-journal-window", since - 1, run=on_host) if "Errno 98" in line]

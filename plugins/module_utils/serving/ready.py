@@ -174,8 +174,9 @@ def probe_health(url, timeout=5.0, api_key=None):
 
 
 def read_journal(unit, since_epoch, run=subprocess.run):
-    """Journal lines of ``unit`` since ``since_epoch`` (seconds), message text only."""
-    cmd = ["journalctl", "-u", unit, "--since", "@%d" % int(since_epoch), "-o", "cat", "--no-pager", "-q"]
+    """Journal lines of ``unit`` since ``since_epoch`` (seconds, to the microsecond: systemd.time(7) takes
+    "@SECONDS.FRACTION"), message text only."""
+    cmd = ["journalctl", "-u", unit, "--since", "@%.6f" % float(since_epoch), "-o", "cat", "--no-pager", "-q"]
     res = run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     return [line for line in res.stdout.splitlines() if line.strip()]
 

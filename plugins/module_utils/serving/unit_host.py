@@ -148,7 +148,7 @@ def inspect(root, run, unit, unit_dir, env_file, lkg_dir, preview=None):
     # whether the live files are last-known-good's (the environment file is compared here: it holds secrets)
     same = bool(meta) and meta.get("unit") == unit and live_unit is not None and b64(live_unit) == meta["unit_b64"] \
         and live_env is not None and b64(live_env) == meta["env_b64"]
-    out = {"lkg": meta, "lkg_problem": damaged, "active": active, "clock": int(time.time()), "live_is_lkg": same,
+    out = {"lkg": meta, "lkg_problem": damaged, "active": active, "clock": clock(), "live_is_lkg": same,
            "invocation": invocation(props)}
     if preview:
         would = install(root, unit, unit_dir, preview["unit_content"], env_file, preview["env_content"], True)
@@ -170,6 +170,13 @@ def install(root, unit, unit_dir, unit_content, env_file, env_content, check_mod
     return {"unit_changed": unit_changed, "env_changed": env_changed, "unit_before": unit_before or ""}
 
 
+def clock():
+    """The host clock, epoch seconds to the microsecond. A readiness read takes the journal from here
+    (``journalctl --since @SECONDS.MICROSECONDS``, systemd.time(7)): to the whole second, a rollback restarted in the
+    second its candidate failed read the candidate's failure line as its own."""
+    return round(time.time(), 6)
+
+
 def restart(run, unit, stop_unit=""):
     """Restart ``unit`` (no-block: readiness is waited for separately). Returns the host clock before the restart.
 
@@ -177,7 +184,7 @@ def restart(run, unit, stop_unit=""):
     start rate counter (systemd.unit(5), StartLimitIntervalSec=): flushing it before a deploy's restart leaves the
     whole burst to crash restarts. A last-known-good unit of another name still holds the port and the GPUs:
     it is stopped (and disabled) first."""
-    since = int(time.time())
+    since = clock()
     if stop_unit and stop_unit != unit:
         systemctl(run, "disable", "--now", stop_unit)
     systemctl(run, "reset-failed", unit)
@@ -279,7 +286,7 @@ def restore(root, run, lkg, unit, unit_dir, env_file, check_mode, restart_it=Tru
     ensure_file(root, lkg["unit_path"], unb64(lkg["unit_b64"]), 0o644, check_mode)
     ensure_file(root, lkg["env_file"], unb64(lkg["env_b64"]), 0o600, check_mode)
     if check_mode or not restart_it:
-        return int(time.time())
+        return clock()
     return restart(run, lkg["unit"])
 
 

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import unit_host
+from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import ready, unit_host
 
 
 def recorder(fail=None):
@@ -31,6 +31,26 @@ def test_a_restart_flushes_the_start_counter_first():
     unit_host.restart(run, "sglang.service")
     assert calls == [["reset-failed", "sglang.service"], ["daemon-reload"], ["enable", "sglang.service"],
                      ["restart", "--no-block", "sglang.service"]]
+
+
+def test_the_readiness_read_starts_at_the_restart_to_the_microsecond(monkeypatch, tmp_path):
+    """A rollback restarted in the second its candidate failed read the candidate's failure line (port in use) as
+    its own when the journal was taken from the whole second: the clock of a restart and of the inspect, and the
+    journal read from it, keep the microseconds (the on-host proof: test_replica_restart_hosts.py)."""
+    monkeypatch.setattr(unit_host.time, "time", lambda: 1796322745.6543214)
+    _calls, run = recorder()
+    assert unit_host.restart(run, "sglang.service") == 1796322745.654321
+    lkg = {"unit": "u.service", "unit_path": "/etc/systemd/system/u.service", "env_file": "/etc/u.env",
+           "unit_b64": unit_host.b64("[Service]\n"), "env_b64": unit_host.b64("")}
+    assert unit_host.restore(str(tmp_path), run, lkg, "u.service", "/etc/systemd/system", "/etc/u.env", False) \
+        == 1796322745.654321
+    argv = []
+    ready.read_journal("sglang.service", 1796322745.654321, run=lambda cmd, **kw: argv.append(cmd) or FakeOut())
+    assert argv[0][argv[0].index("--since") + 1] == "@1796322745.654321", argv
+
+
+class FakeOut:
+    stdout = ""
 
 
 def test_a_renamed_unit_stops_the_old_one_before_its_restart():
