@@ -129,7 +129,9 @@ class DeployTransaction(object):
         try:
             state = self.h.inspect()
             self.lkg = state.get("lkg") or {}
-            self.clock = int(state.get("clock") or 0)
+            # the host clock as inspect gave it (to the microsecond): the first readiness wait of a no-op names this very
+            # value, and the host answers it from inspect's own look only for the same clock
+            self.clock = state.get("clock") or 0
             self.live_is_lkg = bool(state.get("live_is_lkg"))
             self.invocation = state.get("invocation") or ""
             if state.get("lkg_problem"):

@@ -106,12 +106,14 @@ class FakeAction(object):
 
     def __init__(self, preview, ready=None):
         self.calls, self.preview, self.ready, self.args = [], preview, ready, []
+        self.inspect_extra = {}
 
     def _execute_module(self, module_name, module_args, task_vars):
         self.calls.append((module_name.rpartition(".")[2], module_args.get("op")))
         self.args.append(dict(module_args))
         if module_args.get("op") == "inspect":
             out = {"lkg": {}, "active": "active", "clock": 1, "live_is_lkg": True, "preview": self.preview}
+            out.update(self.inspect_extra)
             if module_args.get("health_url") and self.ready:
                 out["ready"] = self.ready
             return out
@@ -143,6 +145,24 @@ def test_module_host_takes_readiness_from_the_inspect_call_only_for_the_same_uni
     assert res["state"] == "ready" and res["health"] == ("200" if waits == 0 else "200 (waited)")
     host.wait_ready("sglang.service", MODULE_HOST_ARGS["health_url"], 1, 60)   # the look answers once only
     assert action.calls.count(("serving_ready", None)) == waits + 1
+
+
+def test_a_no_op_deploy_takes_readiness_from_the_inspect_call_whatever_its_clock():
+    """The whole transaction over the module host: a no-op (nothing to install, the process that passed the gate)
+    makes no serving_ready call, also when inspect's host clock has microseconds (the transaction once cut them off,
+    and the look no longer matched: one serving_ready call more on every no-op)."""
+    from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import ModuleHost
+    from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import DeployTransaction
+    action = FakeAction({"unit_changed": False, "env_changed": False}, {"state": "ready", "health": "200"})
+    action.inspect_extra = {"clock": 1796322745.654321, "invocation": "inv-1",
+                            "lkg": {"unit": "sglang.service", "invocation": "inv-1", "argv": ["serve"]}}
+    host = ModuleHost(action, {"inventory_hostname": "h1"}, dict(MODULE_HOST_ARGS))
+    spec = dict(MODULE_HOST_ARGS, candidates=[{"options": {}, "argv": ["serve"], "unit_content": "U0"}],
+                base_url="http://127.0.0.1:30000", ready_timeout=60, probes=True, lkg_update=False, host="h1",
+                meta={"engine": "sglang", "engine_version": "0.5.17"}, timeout_start_sec_min=300)
+    out = DeployTransaction(host, spec).run()
+    assert out["changed"] is False and [a["outcome"] for a in out["attempts"]] == ["passed"], out
+    assert ("serving_ready", None) not in action.calls, action.calls
 
 
 def test_module_host_forgets_the_inspect_look_once_the_host_changed():
