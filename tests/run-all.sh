@@ -74,9 +74,10 @@ collect() {  # name: wait for the stage run in the background, print its log, re
   wait "${bgpid[$bg]}"
   echo "=================== stage $bg (ran beside $beside) ==================="
   cat "${bglog[$bg]}"
-  record "$bg" "$(cat "${bglog[$bg]}.rc")" "$(( $(cat "${bglog[$bg]}.end") - ${bgstart[$bg]} ))" \
-    "$(busy "${bgticks[$bg]}" "$(cat "${bglog[$bg]}.ticks")")" " (beside $beside)"
-  rm -f "${bglog[$bg]}" "${bglog[$bg]}.rc" "${bglog[$bg]}.end" "${bglog[$bg]}.ticks"
+  local bg_rc bg_end bg_ticks
+  read -r bg_rc bg_end bg_ticks <"${bglog[$bg]}.end"
+  record "$bg" "$bg_rc" "$(( bg_end - ${bgstart[$bg]} ))" "$(busy "${bgticks[$bg]}" "$bg_ticks")" " (beside $beside)"
+  rm -f "${bglog[$bg]}" "${bglog[$bg]}.end"
   unset "bgpid[$bg]"
 }
 mins() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
@@ -87,8 +88,9 @@ for stage in tests/stages/${glob}.sh; do
   bg=${beside[$name]:-}
   if [ -n "$bg" ]; then
     bglog[$bg]=$(mktemp); bgstart[$bg]=$(date +%s); bgticks[$bg]=$(ticks)
-    ( bash "tests/stages/$bg.sh" >"${bglog[$bg]}" 2>&1; echo $? >"${bglog[$bg]}.rc"; ticks >"${bglog[$bg]}.ticks"
-      date +%s >"${bglog[$bg]}.end" ) &
+    # its end in one line: "RC SECONDS BUSY_TICKS TOTAL_TICKS"
+    ( bash "tests/stages/$bg.sh" >"${bglog[$bg]}" 2>&1; bg_rc=$?
+      echo "$bg_rc $(date +%s) $(ticks)" >"${bglog[$bg]}.end" ) &
     bgpid[$bg]=$!
   fi
   echo "=================== stage $name ==================="

@@ -562,10 +562,10 @@ class ReplicaRank(object):
         reasons = _reasons(inst, state.get("active", "inactive"))
         self.changed = bool(inst["unit_changed"] or inst["env_changed"])
         lkg = state.get("lkg") or {}
-        self.st = {"rank": self.rank, "round": "deploy", "reasons": reasons, "clock": float(state.get("clock") or 0),
-                   "since": float(state.get("clock") or 0), "t0": None, "touched": False, "outcome": None,
-                   "lkg": dict((k, v) for k, v in lkg.items() if k != "env_b64"), "rollback": {},
-                   "diff": inst.get("diff") if inst["unit_changed"] else None}
+        clock = state.get("clock") or 0  # the host clock as inspect gave it (DeployTransaction keeps it the same way)
+        self.st = {"rank": self.rank, "round": "deploy", "reasons": reasons, "clock": clock, "since": clock, "t0": None,
+                   "touched": False, "outcome": None, "lkg": dict((k, v) for k, v in lkg.items() if k != "env_b64"),
+                   "rollback": {}, "diff": inst.get("diff") if inst["unit_changed"] else None}
         if s.get("check_mode"):
             self.st.update(round="done", outcome=RESULT_WOULD)
 

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import subprocess
 
 import pytest
 
@@ -35,8 +36,9 @@ def test_a_restart_flushes_the_start_counter_first():
 
 def test_the_readiness_read_starts_at_the_restart_to_the_microsecond(monkeypatch, tmp_path):
     """A rollback restarted in the second its candidate failed read the candidate's failure line (port in use) as
-    its own when the journal was taken from the whole second: the clock of a restart and of the inspect, and the
-    journal read from it, keep the microseconds (the on-host proof: test_replica_restart_hosts.py)."""
+    its own when the journal was taken from the whole second: the clock of a restart and of a restore, and the
+    journal read from it, keep the microseconds (inspect's clock: test_unit_host_replica.py's no-op deploy; the
+    on-host proof: test_replica_restart_hosts.py)."""
     monkeypatch.setattr(unit_host.time, "time", lambda: 1796322745.6543214)
     _calls, run = recorder()
     assert unit_host.restart(run, "sglang.service") == 1796322745.654321
@@ -45,12 +47,13 @@ def test_the_readiness_read_starts_at_the_restart_to_the_microsecond(monkeypatch
     assert unit_host.restore(str(tmp_path), run, lkg, "u.service", "/etc/systemd/system", "/etc/u.env", False) \
         == 1796322745.654321
     argv = []
-    ready.read_journal("sglang.service", 1796322745.654321, run=lambda cmd, **kw: argv.append(cmd) or FakeOut())
+
+    def journalctl(cmd, **_kw):
+        argv.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")
+
+    ready.read_journal("sglang.service", 1796322745.654321, run=journalctl)
     assert argv[0][argv[0].index("--since") + 1] == "@1796322745.654321", argv
-
-
-class FakeOut:
-    stdout = ""
 
 
 def test_a_renamed_unit_stops_the_old_one_before_its_restart():
