@@ -2,18 +2,14 @@
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """serving_bench against the real CPU engine (transformers serve on loopback) and the sandbox's tiny model:
-the good copy passes the gate, the NaN and random-weight copies fail it (probes and load checks), a
-throttled engine (a loopback proxy that holds every chunk) is caught against a recorded baseline, and
-an unchanged re-run passes."""
+the good copy passes the gate (the NaN and random-weight copies fail it in test_engine_fixture.py's run), and an
+unchanged re-run passes against the baseline the first run recorded."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import asyncio
-import contextlib
 import os
-import threading
 
 import pytest
 
@@ -40,63 +36,6 @@ def good_engine():
         yield srv
 
 
-@contextlib.contextmanager
-def throttling_proxy(upstream_url, delay):
-    """Loopback TCP proxy in front of the engine; with ``delay`` > 0 it holds the start of every response
-    for ``delay`` seconds (a throttled engine: slow prefill). Keep-alive safe: the hold is armed by each
-    client->server chunk and applied to the next server->client chunk."""
-    host, port = upstream_url.rsplit("//", 1)[1].split(":")
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    box = {}
-
-    async def pipe(reader, writer, conn, upstream):
-        try:
-            while True:
-                data = await reader.read(65536)
-                if not data:
-                    break
-                if upstream:
-                    conn["armed"] = True
-                elif conn["armed"] and delay:
-                    conn["armed"] = False
-                    await asyncio.sleep(delay)
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    async def handle(creader, cwriter):
-        ureader, uwriter = await asyncio.open_connection(host, int(port))
-        conn = {"armed": False}
-        await asyncio.gather(pipe(creader, uwriter, conn, True), pipe(ureader, cwriter, conn, False))
-
-    async def start():
-        box["server"] = await asyncio.start_server(handle, "127.0.0.1", 0)
-        box["port"] = box["server"].sockets[0].getsockname()[1]
-        ready.set()
-
-    def run():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        loop.run_forever()
-
-    th = threading.Thread(target=run, daemon=True)
-    th.start()
-    ready.wait(10)
-    try:
-        yield "http://127.0.0.1:%d" % box["port"]
-    finally:
-        async def stop():
-            box["server"].close()
-        asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        th.join(10)
-        loop.close()
-
-
 @timing
 def test_good_model_passes_the_gate(tmp_path, good):
     fast, dt = run_module(tmp_path, base_url=good.base_url, probes_only=True)
@@ -114,23 +53,22 @@ def test_good_model_passes_the_gate(tmp_path, good):
 
 
 @timing
-def test_throttled_engine_is_a_regression_and_unchanged_rerun_passes(tmp_path, good):
+def test_an_unchanged_rerun_passes_against_the_recorded_baseline(tmp_path, good):
+    """The regression gate's noise side on the real engine: the first run records, an unchanged rerun is compared and
+    passes. The failing side is proven elsewhere, once each: a real engine slowed 2x on the sandbox host fails naming
+    the metric (stage 50, test_serving_bench_slowdown.py::test_defaults_fail_a_2x_slower_engine_naming_the_metric),
+    and the confirmation, the kept baseline and its replacement against a fake server
+    (test_serving_bench_faults.py::test_regression_caught_and_unchanged_rerun_passes). A third proof here, a proxy
+    holding each response 1.5 s, took 72 of this test's 92 s (2026-12-04) and is gone (docs/testing.md)."""
     args = dict(LOAD)
     args.update(concurrency=2, num_prompts=16, trials=3, tolerance=0.25, run_probes=False,
                 baseline_dir=str(tmp_path / "base"), report_dir=str(tmp_path / "rep"),
                 fingerprint={"host": "loopback", "model": "tinymodel/good"},
                 gate_metrics=["output_throughput", "ttft_ms.p50", "e2e_ms.p50"])
-    with throttling_proxy(good.base_url, 0.0) as url:
-        first, dummy = run_module(tmp_path, base_url=url, **args)
-        again, dummy = run_module(tmp_path, base_url=url, **args)
-    with throttling_proxy(good.base_url, 1.5) as url:
-        slow, dummy = run_module(tmp_path, base_url=url, **args)
+    first, dummy = run_module(tmp_path, base_url=good.base_url, **args)
+    again, dummy = run_module(tmp_path, base_url=good.base_url, **args)
     assert not first.get("failed"), first.get("msg")
     assert first["results"][0]["regression"]["status"] == "recorded"
     assert not again.get("failed"), again.get("msg")
     assert again["results"][0]["regression"]["status"] == "compared"
-    assert slow.get("failed") and slow["failure_class"] == "regression", slow.get("msg")
-    # a 1.5 s hold per response: TTFT/E2E p50 rise by ~1500 ms, far beyond tolerance, noise and client lag
-    assert "ttft_ms.p50 baseline" in slow["msg"] and "threshold" in slow["msg"]
-    check = [c for c in slow["results"][0]["regression"]["checks"] if c["metric"] == "ttft_ms.p50"][0]
-    assert check["now"] - check["baseline"] > 1000 and not check["passed"]
+    assert [c["metric"] for c in again["results"][0]["regression"]["checks"]] == args["gate_metrics"], again
