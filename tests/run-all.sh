@@ -15,7 +15,10 @@ declare -a timings=()
 # 20-fixtures (downloads, venv installs) runs beside 10-lint and 15-sanity, which need no fixture.
 # 35-gpu (CPU-only GPU gates: its own apt repo copy in .cache, loopback gloo ranks) runs beside 40-molecule,
 # whose scenarios mostly wait on dpkg, boots and SSH and build their own repo copies.
-overlap=${GPUHOST_OVERLAP-10-lint..15-sanity:20-fixtures 40-molecule:35-gpu}
+# 31-sandbox (README command 1 and the serving role's cases on the sandbox host) runs beside 30-pytest: alone, each
+# kept the machine about half busy (engine loads, readiness waits; the summary's cpu column), and neither times
+# anything: the gates that measure time run alone in 50-timing.
+overlap=${GPUHOST_OVERLAP-10-lint..15-sanity:20-fixtures 30-pytest:31-sandbox 40-molecule:35-gpu}
 selected=$(for s in tests/stages/${glob}.sh; do [ -e "$s" ] && basename "$s" .sh; done)
 declare -A beside=() deferred=() until=() span=()
 for pair in $overlap; do

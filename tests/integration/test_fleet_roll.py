@@ -12,7 +12,7 @@ serving hosts are inventory hosts on the controller (local connection), and the 
 (tests/integration/files/fleet_roll/roles/sglang) that restarts a fake server with a start delay: nothing listens
 on the host's port while it "starts", so a request the router sent there would fail. What the serving role itself
 does (install, gate, rollback) is proven by tests/unit/plugins/plugin_utils/test_deploy_transaction.py and
-stage 50's test_serving_role.py; what is tested here is the roll around it. The control case restarts a host
+stage 31's test_serving_role.py; what is tested here is the roll around it. The control case restarts a host
 under the same load without the roll's drain and must lose requests: the load would see a lost one.
 
 The load is gpuhost.sglang.serving_bench (chat API, streaming) run again and again until the roll has ended

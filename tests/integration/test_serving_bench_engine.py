@@ -16,7 +16,7 @@ import pytest
 from engine import TINYMODEL, complete, engine_venv_ready, serve  # pylint: disable=import-error
 from fakeserver import run_module  # pylint: disable=import-error
 
-# timing (stage 30 runs these alone, after the parallel run): the latency baseline compared with reruns, the probes'
+# timing (stage 50, tests/stages/50-timing.sh, runs these alone): the latency baseline compared with reruns, the probes'
 # wall-time bound. The chat canary and the broken models run in the parallel run, on test_engine_fixture.py's engines
 # (they assert classes and counts): test_chat_canary_as_the_role_sends_it_passes_on_the_real_engine,
 # test_broken_models_fail_the_gate.
@@ -30,7 +30,7 @@ LOAD = dict(input_len=16, output_len=32, num_prompts=8, warmup=1, plots=False)
 
 @pytest.fixture(scope="module", name="good")
 def good_engine():
-    """The good copy, started once for both tests (they run one after the other in stage 30's timing run)."""
+    """The good copy, started once for both tests (they run one after the other in stage 50's timing tests)."""
     with serve(os.path.join(TINYMODEL, "good")) as srv:
         complete(srv, "The capital of France is", max_tokens=4)  # the engine's slow first request, not measured
         yield srv

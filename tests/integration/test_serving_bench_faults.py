@@ -16,7 +16,7 @@ import pytest
 
 from fakeserver import fake_server, free_port, run_module  # pylint: disable=import-error
 
-# timing (stage 30 runs these alone, after the parallel run): the regression caught against an unchanged rerun, the
+# timing (stage 50, tests/stages/50-timing.sh, runs these alone): the regression caught against an unchanged rerun, the
 # slow phase measured again, the wall-time bounds (probes, a stall) and the 1 s stall timeout that a loaded worker
 # could trip. The other fault classifications run in the parallel run: their assertions are on classes and counts.
 timing = pytest.mark.timing

@@ -101,9 +101,19 @@ def test_defaults_fail_a_2x_slower_engine_naming_the_metric(tmp_path):
     assert first["results"][0]["regression"]["status"] == "recorded"
     # (unchanged reruns passing: the 10-run series in the closing note; not repeated here for CI time)
     t0 = time.monotonic()
-    with Slowdown(250, 250):  # long periods: CFS gives a short-stopped task its time back (measured: 20/20 ms did nothing under load)
-        slow, dummy = run_module(tmp_path, **args)
-    assert slow.get("failed") and slow["failure_class"] == "regression", slow.get("msg")
+    # One slowed run of six on 2026-12-04 failed as `stalled`, not `regression`: 1 of its 474 requests got no data for
+    # 60.6 s (stall_timeout 60 s), while the unslowed runs before and after were whole. The engine (transformers serve,
+    # continuous batching) left one stream unanswered under the stop cycle; the cause is unverified. A stall is a
+    # failure the gate names right, but not the one this test proves, so such a run is measured once more and kept in
+    # the message; the second must fail as a regression.
+    stalls = []
+    for dummy_attempt in range(2):
+        with Slowdown(250, 250):  # long periods: CFS gives a short-stopped task its time back (measured: 20/20 ms did nothing under load)
+            slow, dummy = run_module(tmp_path, **args)
+        if slow.get("failure_class") != "stalled":
+            break
+        stalls.append(slow["msg"])
+    assert slow.get("failed") and slow["failure_class"] == "regression", (slow.get("msg"), stalls)
     # which metrics a 250/250 ms stop cycle pushes past their thresholds depends on where the stops land (a request
     # of 16 tokens can decode inside one running window: TTFT and throughput always suffer, TPOT not always; one
     # fresh-clone run flagged throughput -53% and TTFT p50 +43% with TPOT within its threshold): every metric that
@@ -113,4 +123,5 @@ def test_defaults_fail_a_2x_slower_engine_naming_the_metric(tmp_path):
     for check in failed:
         assert check["delta"] > check["threshold"], check
         assert "%s baseline" % check["metric"] in slow["msg"], (check["metric"], slow["msg"])
-    print("baseline: %s | slowed (%.0f s): %s" % (first["msg"], time.monotonic() - t0, slow["msg"]))
+    print("baseline: %s | slowed (%.0f s): %s%s" % (first["msg"], time.monotonic() - t0, slow["msg"],
+                                                   "".join(" | measured again after: %s" % m for m in stalls)))

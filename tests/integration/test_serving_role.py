@@ -12,7 +12,7 @@ its answers to the probes).
 
 Needs root, the cached test-host rootfs, the engine wheelhouse and the tiny model (tests/stages/20-fixtures.sh).
 By default it creates its own host; with GPUHOST_ROLE_TEST_SANDBOX=1 it runs on the sandbox host that
-`make sandbox` deployed (tests/stages/50-sandbox.sh does that, saving a second engine install).
+`make sandbox` deployed (tests/stages/31-sandbox.sh does that, saving a second engine install).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -229,7 +229,7 @@ def live_argv(host):
 
 
 def test_second_run_changes_nothing(host):
-    # stage 50 has just proven the plain rerun at changed=0: this one adds a fallback that would fail (transformers
+    # stage 31 has just proven the plain rerun at changed=0: this one adds a fallback that would fail (transformers
     # serve cannot start on a CUDA device here). The base passes without a restart, so the fallback is never tried.
     before = serving_state(host)
     rc, out, counts = deploy(host, {"sglang_fallback_chain": [{"device": "cuda"}]})

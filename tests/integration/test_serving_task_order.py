@@ -5,7 +5,7 @@
 
 A failure there (a full disk during the model copy, a venv that a reinstall did not repair) fails the play before
 the first restart, so files and server stay as they were: the on-host proof of "a failed play before the deploy
-changes nothing" is stage 50's test_serving_role.py::test_bad_input_rejected_before_any_change; this test keeps the
+changes nothing" is stage 31's test_serving_role.py::test_bad_input_rejected_before_any_change; this test keeps the
 order that makes it hold for the model copy and the venv repair too (in seconds, no host)."""
 
 from __future__ import absolute_import, division, print_function

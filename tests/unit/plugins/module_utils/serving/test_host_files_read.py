@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """host_files (declared directories and files in one call) and host_read (what a role reads first, in one call) on
 a real directory tree; the serving role's no-op deploy relies on both saying "unchanged" exactly when nothing
-differs. The modules themselves run on the sandbox host in stage 50 (deploy, then the changed=0 rerun)."""
+differs. The modules themselves run on the sandbox host in stage 31 (deploy, then the changed=0 rerun)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
