@@ -123,5 +123,5 @@ def test_defaults_fail_a_2x_slower_engine_naming_the_metric(tmp_path):
     for check in failed:
         assert check["delta"] > check["threshold"], check
         assert "%s baseline" % check["metric"] in slow["msg"], (check["metric"], slow["msg"])
-    print("baseline: %s | slowed (%.0f s): %s%s" % (first["msg"], time.monotonic() - t0, slow["msg"],
-                                                   "".join(" | measured again after: %s" % m for m in stalls)))
+    again = "".join(" | measured again after: %s" % m for m in stalls)
+    print("baseline: %s | slowed (%.0f s): %s%s" % (first["msg"], time.monotonic() - t0, slow["msg"], again))
