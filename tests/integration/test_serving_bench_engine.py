@@ -59,7 +59,7 @@ def test_an_unchanged_rerun_passes_against_the_recorded_baseline(tmp_path, good)
     the metric (stage 50, test_serving_bench_slowdown.py::test_defaults_fail_a_2x_slower_engine_naming_the_metric),
     and the confirmation, the kept baseline and its replacement against a fake server
     (test_serving_bench_faults.py::test_regression_caught_and_unchanged_rerun_passes). A third proof here, a proxy
-    holding each response 1.5 s, took 72 of this test's 92 s (2026-12-04) and is gone (docs/testing.md)."""
+    holding each response 1.5 s, is gone: the test took 92.6 s with it and 1.6 s without (2026-12-04, docs/testing.md)."""
     args = dict(LOAD)
     args.update(concurrency=2, num_prompts=16, trials=3, tolerance=0.25, run_probes=False,
                 baseline_dir=str(tmp_path / "base"), report_dir=str(tmp_path / "rep"),
