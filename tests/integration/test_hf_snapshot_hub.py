@@ -43,6 +43,12 @@ def ansible_path_fixture(tmp_path_factory):
     return str(d)
 
 
+@pytest.fixture(autouse=True)
+def own_tmpdir(monkeypatch, tmp_path):
+    """hf_snapshot's lock file goes to the temporary directory (TMPDIR): this test's own."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+
 @pytest.fixture(name="hub")
 def hub_fixture(monkeypatch, tmp_path):
     with HubStandin(REPO, MODEL, tokens=("hf_validReadToken",)) as hub:

@@ -6,6 +6,7 @@ import collections
 import hashlib
 import json
 import os
+import tempfile
 
 import pytest
 
@@ -119,7 +120,8 @@ def test_progress_file_counts_complete_and_partial_files(tmp_path):
     assert rec["line"].startswith("m: downloading 0.00 / 0.00 GiB (74%), 1/2 files")
 
 
-def test_a_second_run_waits_for_the_lock(tmp_path):
+def test_a_second_run_waits_for_the_lock(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the lock file: this test's own
     d = str(tmp_path / "m")
     slept = []
     with hs.DirectoryLock(d):
