@@ -36,7 +36,7 @@ def wait(status, progress, show, interval, timeout, sleep=time.sleep, clock=time
             res["progress_lines"] = shown
             return True, res
         if clock() >= deadline:
-            return False, {"failed": True, "progress_lines": shown,
-                    "msg": "the job %s still runs after %d s; it keeps running on the host: run the play again to wait "
-                           "for it (a new run waits for the running one)" % (st.get("ansible_job_id"), timeout)}
+            msg = ("the job %s still runs after %d s; it keeps running on the host: run the play again to wait for it "
+                   "(a new run waits for the running one)" % (st.get("ansible_job_id"), timeout))
+            return False, {"failed": True, "progress_lines": shown, "msg": msg}
         sleep(interval)

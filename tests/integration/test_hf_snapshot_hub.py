@@ -73,8 +73,8 @@ def figures(hub, res, what):
     kinds = {}
     for r in hub.requests:
         kinds["%s %s" % (r["method"], r["kind"])] = kinds.get("%s %s" % (r["method"], r["kind"]), 0) + 1
-    print("%s: %d requests %s, %d body bytes, %.2f s (module run)" % (what, len(hub.requests), kinds, hub.bytes_sent,
-                                                                       res.seconds))
+    print("%s: %d requests %s, %d body bytes, %.2f s (module run)"
+          % (what, len(hub.requests), kinds, hub.bytes_sent, res.seconds))
 
 
 def same_files(local_dir):
