@@ -105,40 +105,36 @@ class HubStandin(object):
             return None, self._error(404, "RevisionNotFound", "Invalid rev id: %s" % rev)
         return self.commit, None
 
-    def _record(self, request, kind):
+    def _begin(self, request, kind):
+        """Count the request; (commit, None) or (None, the error answer)."""
         self.requests.append({"method": request.method, "path": request.path, "kind": kind,
                               "range": request.headers.get("Range"), "token": "Authorization" in request.headers})
+        m = request.match_info
+        return self._check(request, m["org"], m["name"], m["rev"])
+
+    @staticmethod
+    def _lfs(f, sha_key):
+        return {"size": len(f["data"]), sha_key: f["sha256"], "pointerSize": 134}
 
     async def model_info(self, request):
-        self._record(request, "model_info")
-        commit, err = self._check(request, request.match_info["org"], request.match_info["name"], request.match_info["rev"])
+        commit, err = self._begin(request, "model_info")
         if err is not None:
             return err
-        siblings = []
-        for name, f in self.files.items():
-            s = {"rfilename": name, "size": len(f["data"]), "blobId": f["blob_id"]}
-            if f["sha256"]:
-                s["lfs"] = {"size": len(f["data"]), "sha256": f["sha256"], "pointerSize": 134}
-            siblings.append(s)
+        siblings = [dict({"rfilename": name, "size": len(f["data"]), "blobId": f["blob_id"]},
+                         **({"lfs": self._lfs(f, "sha256")} if f["sha256"] else {})) for name, f in self.files.items()]
         return web.json_response({"id": self.repo_id, "modelId": self.repo_id, "sha": commit, "private": False,
                                   "gated": "auto" if self.gated else False, "siblings": siblings})
 
     async def tree(self, request):
-        self._record(request, "tree")
-        commit, err = self._check(request, request.match_info["org"], request.match_info["name"], request.match_info["rev"])
+        commit, err = self._begin(request, "tree")
         if err is not None:
             return err
-        entries = []
-        for name, f in self.files.items():
-            e = {"type": "file", "path": name, "size": len(f["data"]), "oid": f["blob_id"]}
-            if f["sha256"]:
-                e["lfs"] = {"oid": f["sha256"], "size": len(f["data"]), "pointerSize": 134}
-            entries.append(e)
+        entries = [dict({"type": "file", "path": name, "size": len(f["data"]), "oid": f["blob_id"]},
+                        **({"lfs": self._lfs(f, "oid")} if f["sha256"] else {})) for name, f in self.files.items()]
         return web.json_response(entries, headers={"X-Repo-Commit": commit})
 
     async def resolve(self, request):
-        self._record(request, "resolve")
-        commit, err = self._check(request, request.match_info["org"], request.match_info["name"], request.match_info["rev"])
+        commit, err = self._begin(request, "resolve")
         if err is not None:
             return err
         f = self.files.get(request.match_info["path"])
