@@ -13,8 +13,8 @@ module: hf_snapshot
 short_description: Stage a Hugging Face model snapshot offline first, with a disk-space preflight and integrity check
 version_added: "0.1.0"
 description:
-  - Offline first. After a verified download it writes a manifest into O(local_dir) (C(.gpuhost-snapshot.json)):
-    the repository, the requested revision, the commit it resolved to, and every file's size, sha256 and mtime.
+  - Offline first. After a verified download it writes a manifest into O(local_dir) (C(.gpuhost-snapshot.json))
+    with the repository, the requested revision, the commit it resolved to, and every file's size, sha256 and mtime.
   - When the directory matches that manifest (same O(repo_id), O(revision) equal to the recorded revision or commit,
     every file of the recorded size, and any file whose mtime changed still of the recorded sha256), the result is
     C(present) with C(changed=false) and no request reaches the Hub. A branch or tag is resolved once, at the download;
@@ -83,7 +83,7 @@ extends_documentation_fragment:
 """
 
 EXAMPLES = r"""
-- name: Stage GLM-5-NVFP4 (public: no token)
+- name: Stage GLM-5-NVFP4 (a public repository, no token)
   gpuhost.sglang.hf_snapshot:
     repo_id: lukealonso/GLM-5-NVFP4
     revision: 0123456789abcdef0123456789abcdef01234567   # the commit you tested
