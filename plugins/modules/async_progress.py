@@ -19,6 +19,9 @@ description:
   - Returns the job's own result when it finished (failed when the job failed). The job runs detached on the host
     (Ansible's async wrapper), so a dropped connection or an interrupted play leaves it running; a new run of the
     job that waits for the running one (as M(gpuhost.sglang.hf_snapshot) does) picks it up.
+  - Remove a progress file an earlier job left before starting the job (a job still running writes it again at its
+    next update); otherwise its last line is printed first.
+  - Polls 1, 2, 4 ... seconds apart up to O(interval), so a job that ends at once is not waited for a whole interval.
   - After O(timeout) seconds it fails and leaves the job running.
 author:
   - gpuhost.sglang contributors (@gpuhost)

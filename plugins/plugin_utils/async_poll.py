@@ -23,6 +23,9 @@ def wait(status, progress, show, interval, timeout, sleep=time.sleep, clock=time
     ``status()``: async_status' answer; ``progress()``: the job's progress line or None; ``show(line)``: prints it."""
     deadline = clock() + timeout
     last, shown = None, 0
+    # polls 1, 2, 4 ... s apart up to interval: a job that ends at once (a model found in place) is not waited for a
+    # whole interval
+    pause = min(1.0, interval)
     while True:
         st = status()
         if st.get("failed") and not st.get("finished"):
@@ -39,4 +42,5 @@ def wait(status, progress, show, interval, timeout, sleep=time.sleep, clock=time
             msg = ("the job %s still runs after %d s; it keeps running on the host: run the play again to wait for it "
                    "(a new run waits for the running one)" % (st.get("ansible_job_id"), timeout))
             return False, {"failed": True, "progress_lines": shown, "msg": msg}
-        sleep(interval)
+        sleep(pause)
+        pause = min(pause * 2, interval)

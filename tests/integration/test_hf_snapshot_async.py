@@ -4,7 +4,7 @@
 """The serving role's model phase as a play (tests/integration/files/model_download.yml, local connection): the
 download runs as an async job, the play prints its progress lines, and a controller that dies mid-download (its
 whole process group killed, as when the SSH session drops) leaves the job running; the next run waits for it and
-downloads nothing again. The Hub is the loopback stand-in (tests/harness/hub_standin.py), throttled so that the
+downloads nothing again, and a run after that sends no request at all. The Hub is the loopback stand-in (tests/harness/hub_standin.py), throttled so that the
 download lasts a few seconds."""
 
 from __future__ import absolute_import, division, print_function
@@ -68,13 +68,22 @@ def test_the_download_outlives_a_dead_controller_and_the_next_run_waits_for_it(t
         seconds = time.monotonic() - t0
         print("killed after the first progress line; the rerun waited %.1f s; %d requests, %d of %d bytes sent"
               % (seconds, len(hub.requests), hub.bytes_sent, total))
+        asked = len(hub.requests)
+        t0 = time.monotonic()
+        third = start(tmp_path, hub)
+        out3, dummy = harness.watch_output(third, [], 120)
+        third_s = time.monotonic() - t0
+        print("a third run, the model in place: %.1f s (the whole play), %d requests" % (third_s, len(hub.requests) - asked))
+    assert third.returncode == 0 and len(hub.requests) == asked, out3[-3000:]  # offline: not one request
+    assert [ln for ln in out3.splitlines() if "localhost: model: " in ln] == [
+        "localhost: model: present 0.01 / 0.01 GiB (100%), 7/7 files, 0.0 MiB/s"], out3[-3000:]  # not the old job's line
     assert second.returncode == 0, out2[-4000:]
     assert "Model | download progress" in out2
     lines = [ln for ln in out2.splitlines() if "localhost: model: " in ln]
     print("\n".join(lines))
-    # the rerun followed the detached job live (its progress file), to the end
-    assert lines and lines[-1].startswith("localhost: model: done"), out2[-3000:]
+    # the rerun followed the detached job live (its progress file), then its own job found the model in place
     assert any(ln.startswith("localhost: model: downloading") for ln in lines), out2[-3000:]
+    assert lines[-1].startswith("localhost: model: present 0.01 / 0.01 GiB (100%), 7/7 files"), out2[-3000:]
     # the first job finished the download alone: every byte once, the Hub listed once (the rerun's job found the
     # manifest after the lock)
     assert hub.bytes_sent == total, (hub.bytes_sent, total)

@@ -313,6 +313,9 @@ def stage(api, repo_id, revision, local_dir, verify_mode="sha256", check_mode=Fa
     the Hub was not asked anything)."""
     ok, found, corrupt = manifest_check(local_dir, repo_id, revision, rehash)
     if ok:
+        if progress_file and not check_mode:
+            recorded = [{"path": p, "size": f["size"]} for p, f in sorted(found["files"].items())]
+            ProgressWriter(progress_file, local_dir, recorded).record("present")
         return {"commit": found["commit"], "files": len(found["files"]), "total_bytes": found["total_bytes"],
                 "changed": False, "status": "present", "hub_requests": False}
     commit, files = api.repo_files(repo_id, revision)
