@@ -231,3 +231,9 @@ def test_production_model_revision_placeholder_is_refused_by_the_preflight(tmp_p
     assert "sglang_model_revision=SET-ME-to-the-commit-of-lukealonso/GLM-5-NVFP4-you-tested is not a commit hash" in flat, \
         flat[-3000:]
     assert "sglang_model_repo_id=lukealonso/GLM-5-NVFP4" in flat and "allowed 40 lowercase hex characters" in flat
+    # a pinned commit passes that check: the preflight goes on to read the host (which this machine is not)
+    rc, out = playbook("-i", "inventories/production", "-c", "local", "--check", "--tags", "sglang_preflight",
+                       "-e", "vault_sglang_api_key=SECRET-KEY", "-e", "sglang_model_revision=" + "0123456789abcdef" * 2 + "01234567",
+                       str(play))
+    flat = " ".join(out.split())
+    assert "is not a commit hash" not in flat and "Preflight | the host as it is, in one read" in flat, flat[-3000:]
