@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(
     reason="engine venv / tiny model missing: run tests/fixtures/engine-venv.sh and tests/fixtures/tinymodel.sh")
 
 
-def start(tmp_path, hub):
+def start(tmp_path, hub, *extra):
     (tmp_path / "state").mkdir(exist_ok=True)
     inv = tmp_path / "hosts"
     # an inventory variable, not -e: the role's tasks set their own interpreter (the engine venv's) over it
@@ -42,7 +42,7 @@ def start(tmp_path, hub):
            "-e", "sglang_state_dir=%s" % (tmp_path / "state"), "-e", "sglang_model_path=%s" % (tmp_path / "model"),
            "-e", "sglang_model_repo_id=%s" % REPO, "-e", "sglang_model_progress_interval=1",
            # the async job's status files: this test's own directory
-           "-e", "ansible_async_dir=%s" % (tmp_path / "async")]
+           "-e", "ansible_async_dir=%s" % (tmp_path / "async")] + list(extra)
     env = harness.ansible_env(HF_ENDPOINT=hub.base_url, HF_HOME=str(tmp_path / "hf-home"), TMPDIR=str(tmp_path))
     env.pop("HF_TOKEN", None)
     return subprocess.Popen(cmd, cwd=harness.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -90,3 +90,15 @@ def test_the_download_outlives_a_dead_controller_and_the_next_run_waits_for_it(t
     assert hub.count("GET", "model_info") == 1
     with open(str(tmp_path / "model" / "model-extra-shard.safetensors"), "rb") as fh:
         assert fh.read() == shard
+
+
+def test_check_mode_lists_the_repository_and_writes_nothing(tmp_path):
+    """--check: the download task runs in place (no async job) as the module's check mode: it asks the Hub for the
+    file list once, says it would change, and writes nothing."""
+    with HubStandin(REPO, MODEL) as hub:
+        proc = start(tmp_path, hub, "--check")
+        out, dummy = harness.watch_output(proc, [], 120)
+    assert proc.returncode == 0, out[-3000:]
+    assert "changed=1" in out and "Model | download progress" in out
+    assert [r["kind"] for r in hub.requests] == ["model_info"] and hub.bytes_sent == 0
+    assert not os.path.exists(str(tmp_path / "model")) and os.listdir(str(tmp_path / "state")) == []
