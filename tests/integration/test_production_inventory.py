@@ -215,3 +215,25 @@ if __name__ == "__main__":
         if code != 0:
             sys.exit(text[-4000:])
         show(d)
+
+
+def test_production_model_revision_placeholder_is_refused_by_the_preflight(tmp_path):
+    """The production inventory names a public repository that exists (lukealonso/GLM-5-NVFP4) with a revision the
+    operator must pin: the serving role's preflight refuses the placeholder before anything changes, naming
+    sglang_model_revision, its value and what is allowed."""
+    play = tmp_path / "preflight.yml"
+    play.write_text("- hosts: sglang_servers\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.include_role: {name: gpuhost.sglang.sglang}\n      tags: [always]\n")
+    rc, out = playbook("-i", "inventories/production", "-c", "local", "--check", "--tags", "sglang_preflight",
+                       "-e", "vault_sglang_api_key=SECRET-KEY", str(play))
+    flat = " ".join(out.split())
+    assert rc != 0
+    assert "sglang_model_revision=SET-ME-to-the-commit-of-lukealonso/GLM-5-NVFP4-you-tested is not a commit hash" in flat, \
+        flat[-3000:]
+    assert "sglang_model_repo_id=lukealonso/GLM-5-NVFP4" in flat and "allowed 40 lowercase hex characters" in flat
+    # a pinned commit passes that check: the preflight goes on to read the host (which this machine is not)
+    rc, out = playbook("-i", "inventories/production", "-c", "local", "--check", "--tags", "sglang_preflight",
+                       "-e", "vault_sglang_api_key=SECRET-KEY", "-e", "sglang_model_revision=" + "0123456789abcdef" * 2 + "01234567",
+                       str(play))
+    flat = " ".join(out.split())
+    assert "is not a commit hash" not in flat and "Preflight | the host as it is, in one read" in flat, flat[-3000:]

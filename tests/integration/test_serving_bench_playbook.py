@@ -25,7 +25,7 @@ from fakeserver import ROOT, fake_server  # pylint: disable=import-error
 XDIST_SCOPE = "test"
 
 
-def run_playbook(tmp_path, url, *extra):
+def run_playbook(tmp_path, url, *extra, lengths=True):
     port = url.rsplit(":", 1)[1]
     inv = tmp_path / "hosts.yml"
     inv.write_text(
@@ -35,8 +35,9 @@ def run_playbook(tmp_path, url, *extra):
     rep = tmp_path / "reports"
     env = harness.ansible_env(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     cmd = ["ansible-playbook", "-i", str(inv), os.path.join(ROOT, "playbooks", "bench.yml"),
-           "-e", "bench_report_dir=%s" % rep, "-e", "input_len=8", "-e", "output_len=16",
-           "-e", "bench_min_duration_s=0", "-e", "bench_min_requests=1"] + list(extra)
+           "-e", "bench_report_dir=%s" % rep, "-e", "bench_min_duration_s=0", "-e", "bench_min_requests=1"]
+    cmd += ["-e", "input_len=8", "-e", "output_len=16"] if lengths else []
+    cmd += list(extra)
     cp = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
     return cp, rep
 
@@ -130,3 +131,22 @@ def test_bench_playbook_accuracy_gate_records_then_fails_changed_answers(tmp_pat
     assert "accuracy gate FAILED" in second.stdout and "vs last-known-good 1.000 (528/528)" in second.stdout
     assert "| Concurrency | Output tok/s" in second.stdout  # the table is still printed
     # without the option no accuracy request is sent: assert_levels_and_reports, in every run of the tests above
+
+
+def test_bench_preset_sets_the_recorded_workload_and_an_extra_var_still_wins(tmp_path):
+    """-e bench_preset=baseline-c64-256x256 (playbooks/vars/bench_presets.yml, seed 000's baseline: 256-token prompts,
+    256 tokens out, 64 concurrent) reaches the module; -e concurrency=2 replaces its level (one cheap level here, the
+    lengths are the preset's)."""
+    with fake_server("ok") as (url, dummy):
+        cp, rep = run_playbook(tmp_path, url, "-e", "bench_preset=baseline-c64-256x256", "-e", "concurrency=2",
+                               lengths=False)
+    doc = assert_levels_and_reports(cp, rep, [2])
+    assert (doc["workload"]["input_len"], doc["workload"]["output_len"]) == (256, 256), doc["workload"]
+
+
+def test_an_unknown_bench_preset_fails_first_naming_it_and_the_allowed_values(tmp_path):
+    cp, rep = run_playbook(tmp_path, "http://127.0.0.1:9", "-e", "bench_preset=baseline-c64")
+    assert cp.returncode != 0
+    assert ("bench_preset=baseline-c64 is not known: allowed baseline-c64-256x256, baseline-ladder-128x128 "
+            "(playbooks/vars/bench_presets.yml)") in " ".join(cp.stdout.split()), cp.stdout[-2000:]
+    assert not os.path.exists(str(rep))  # nothing ran

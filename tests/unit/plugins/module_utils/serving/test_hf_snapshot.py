@@ -4,7 +4,9 @@ __metaclass__ = type
 
 import collections
 import hashlib
+import json
 import os
+import tempfile
 
 import pytest
 
@@ -19,14 +21,16 @@ class FakeHub(object):
 
     def __init__(self, corrupt=None, interrupt_after=None):
         self.calls = 0
+        self.asked = 0
         self.corrupt = corrupt
         self.interrupt_after = interrupt_after
 
-    def repo_files(self, repo_id, revision, token):
-        return "c0ffee", [{"path": k, "size": len(v), "sha256": hashlib.sha256(v).hexdigest() if k.endswith("safetensors") else None}
-                          for k, v in BLOBS.items()]
+    def repo_files(self, repo_id, revision):
+        self.asked += 1
+        return "c0ffee", [{"path": k, "size": len(v), "sha256": hashlib.sha256(v).hexdigest() if k.endswith("safetensors") else None,
+                           "git_sha1": None} for k, v in BLOBS.items()]
 
-    def download(self, repo_id, revision, local_dir, token):
+    def download(self, repo_id, revision, local_dir):
         self.calls += 1
         for i, (name, data) in enumerate(sorted(BLOBS.items())):
             path = os.path.join(local_dir, name)
@@ -50,8 +54,83 @@ def test_download_then_idempotent(tmp_path):
     res = hs.stage(hub, "org/m", "main", d, disk_usage=plenty)
     assert (res["changed"], res["status"], res["commit"]) == (True, "downloaded", "c0ffee")
     res2 = hs.stage(hub, "org/m", "main", d, disk_usage=plenty)
-    assert (res2["changed"], res2["status"]) == (False, "present")
-    assert hub.calls == 1
+    assert (res2["changed"], res2["status"], res2["hub_requests"]) == (False, "present", False)
+    assert hub.calls == 1 and hub.asked == 1  # the rerun asked the hub nothing
+    m = hs.read_marker(d)
+    assert m["files"]["model.safetensors"]["sha256"] == hashlib.sha256(BLOBS["model.safetensors"]).hexdigest()
+    assert (m["repo_id"], m["revision"], m["commit"]) == ("org/m", "main", "c0ffee")
+    # the recorded commit is the same revision
+    assert hs.stage(hub, "org/m", "c0ffee", d, disk_usage=plenty)["status"] == "present" and hub.asked == 1
+
+
+@pytest.mark.parametrize("change,reason", [
+    (lambda d: os.remove(os.path.join(d, "config.json")), "config.json is missing"),
+    (lambda d: open(os.path.join(d, "model.safetensors"), "r+b").write(b"\x09"), "model.safetensors changed"),
+    (lambda d: open(os.path.join(d, "config.json"), "ab").write(b" "), "config.json has size"),
+])
+def test_a_changed_directory_no_longer_matches_its_manifest(tmp_path, change, reason):
+    hub = FakeHub()
+    d = str(tmp_path / "m")
+    hs.stage(hub, "org/m", "main", d, disk_usage=plenty)
+    change(d)
+    ok, why, dummy = hs.manifest_check(d, "org/m", "main")
+    assert not ok and reason in why
+    res = hs.stage(hub, "org/m", "main", d, disk_usage=plenty)  # asks the hub again and repairs it
+    assert res["status"] == "downloaded" and hub.asked == 2 and hs.manifest_check(d, "org/m", "main")[0]
+
+
+@pytest.mark.parametrize("repo,rev,reason", [("org/other", "main", "names repository org/m"),
+                                             ("org/m", "v2", "holds revision main")])
+def test_another_repository_or_revision_asks_the_hub(tmp_path, repo, rev, reason):
+    d = str(tmp_path / "m")
+    hs.stage(FakeHub(), "org/m", "main", d, disk_usage=plenty)
+    ok, why, dummy = hs.manifest_check(d, repo, rev)
+    assert not ok and reason in why
+
+
+def test_files_already_there_are_verified_not_downloaded(tmp_path):
+    """A restored dataset without a manifest: the hub is asked for the list once, nothing is downloaded."""
+    d = tmp_path / "m"
+    d.mkdir()
+    for k, v in BLOBS.items():
+        (d / k).write_bytes(v)
+    hub = FakeHub()
+    res = hs.stage(hub, "org/m", "main", str(d), disk_usage=plenty)
+    assert (res["status"], hub.calls, hub.asked) == ("verified", 0, 1)
+    assert hs.stage(hub, "org/m", "main", str(d), disk_usage=plenty)["status"] == "present"
+
+
+def test_progress_file_counts_complete_and_partial_files(tmp_path):
+    d = tmp_path / "m"
+    part = d / hs.HF_DOWNLOAD_DIR
+    part.mkdir(parents=True)
+    (d / "config.json").write_bytes(BLOBS["config.json"])
+    (part / "model.safetensors.0a1b2c3d.incomplete").write_bytes(b"\x01" * 1000)
+    files = FakeHub().repo_files("r", "m")[1]
+    now = [100.0]
+    w = hs.ProgressWriter(str(tmp_path / "p.json"), str(d), files, clock=lambda: now[0], label="m")
+    w.record("downloading")
+    now[0] = 102.0
+    (part / "model.safetensors.0a1b2c3d.incomplete").write_bytes(b"\x01" * 3048)
+    rec = w.record()
+    on_disk = json.loads((tmp_path / "p.json").read_text())
+    assert on_disk == rec
+    assert rec["bytes_done"] == len(BLOBS["config.json"]) + 3048 and rec["bytes_total"] == 4096 + len(BLOBS["config.json"])
+    assert (rec["files_done"], rec["files_total"], rec["rate_bytes_s"]) == (1, 2, 1024.0)
+    assert rec["line"].startswith("m: downloading 0.00 / 0.00 GiB (74%), 1/2 files")
+
+
+def test_a_second_run_waits_for_the_lock(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the lock file: this test's own
+    d = str(tmp_path / "m")
+    slept = []
+    with hs.DirectoryLock(d):
+        with pytest.raises(hs.SnapshotError) as exc:
+            with hs.DirectoryLock(d, timeout=0, sleep=slept.append):
+                pass
+    assert exc.value.cls == "locked" and "still runs" in str(exc.value)
+    with hs.DirectoryLock(d) as lock:  # released
+        assert lock.waited < 1
 
 
 def test_space_preflight_fails_before_download(tmp_path):
@@ -67,7 +146,7 @@ def test_space_counts_only_missing_bytes(tmp_path):
     d = tmp_path / "m"
     d.mkdir()
     (d / "model.safetensors").write_bytes(BLOBS["model.safetensors"])
-    need = hs.missing_bytes(str(d), FakeHub().repo_files("r", "m", None)[1])
+    need = hs.missing_bytes(str(d), FakeHub().repo_files("r", "m")[1])
     assert need == len(BLOBS["config.json"])
 
 
