@@ -40,13 +40,16 @@ def summary_tables():
         blocks = [b for b in f.read().split("\n\n") if " | " in b]
     first = [line for line in blocks[0].splitlines() if line.count(" | ") > 10]
     second = blocks[1].splitlines()
-    parse = lambda lines: dict(((int(x[0]), x[2]), x) for x in (line.split(" | ") for line in lines[1:]))  # noqa: E731
-    return parse(first), parse(second)
+    return cells(first), cells(second)
+
+
+def cells(lines):
+    """{(c, arm): the row's cells} of a table's lines (the header first)."""
+    return dict(((int(x[0]), x[2]), x) for x in (line.split(" | ") for line in lines[1:]))
 
 
 def table(text):
-    lines = text.split("\n\n")[0].splitlines()
-    return dict(((int(x[0]), x[2]), x) for x in (line.split(" | ") for line in lines[1:]))
+    return cells(text.split("\n\n")[0].splitlines())
 
 
 def test_the_figures_are_the_recorded_summarys(recorded):

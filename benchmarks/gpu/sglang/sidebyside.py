@@ -150,8 +150,8 @@ def report(analyses, reference="ours"):
         level = "%s c=%s x %s" % (arm, c, n)
         d = f["tool_vs_server"]
         if d is not None:
-            notes.append("%s: tool vs server window %s: %s" % (level, pct(d), "within 2%" if abs(d) <= gx.AGREE
-                                                                  else "OUTSIDE 2%"))
+            verdict = "within 2%" if abs(d) <= gx.AGREE else "OUTSIDE 2%"
+            notes.append("%s: tool vs server window %s: %s" % (level, pct(d), verdict))
         if vs is not None:
             notes.append("%s vs %s: server-window rate %s vs %s tok/s (%s): %s" % (
                 level, reference, fmt(f["server_rate"]), fmt(r["server_rate"]), pct(vs),
