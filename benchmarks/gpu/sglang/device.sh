@@ -6,7 +6,8 @@
 #                                                                    (LAUNCH=gpubound: the GPU-bound model with
 #                                                                    launch-gpubound.args; READY_S: the wait, 280 s)
 #   OUT=... bash benchmarks/gpu/sglang/device.sh gpubound [MODEL ARGS] [-- START ARGS]   build the GPU-bound model
-#                                                                    (gpubound_model.py, once), start SGLang on it
+#                                                                    (gpubound_model.py, once), start SGLang on it;
+#                                                                    gpubound-build [MODEL ARGS]: the build alone
 #   OUT=... bash benchmarks/gpu/sglang/device.sh EXPERIMENT        record | bench | health_bench (benchmarks/gpu/sglang/*.py)
 #   OUT=... bash benchmarks/gpu/sglang/device.sh stop | restart     stop the server (its whole session); stop, then
 #                                                                    start with the last start's extra ARGS, timed
@@ -104,18 +105,21 @@ case "${1:-}" in
     bash "$0" stop
     mapfile -t extra < <(cat "$W/server.args" 2>/dev/null)
     LAUNCH=$(cat "$W/server.launch" 2>/dev/null || echo tiny) bash "$0" start "${extra[@]}" ;;
-  gpubound)
-    # build the GPU-bound model once (gpubound_model.py ARGS; a second call with the same ARGS keeps it), then start
-    # SGLang on it: device.sh gpubound [MODEL ARGS] [-- START ARGS]
+  gpubound-build)
+    # the GPU-bound model, built once (gpubound_model.py ARGS; a second call with the same ARGS keeps it)
     shift
     unpack
+    python3 "$ROOT/benchmarks/gpu/sglang/gpubound_model.py" --out "$W/model-gpubound" "$@" 2>&1 |
+      tee -a "$OUT/gpubound-model.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || { echo "$(ts) the GPU-bound model was not built" | tee -a "$OUT/start.log"; exit 1; }
+    cp "$W/model-gpubound/gpubound-manifest.json" "$OUT/" ;;
+  gpubound)
+    # build the GPU-bound model (once), then start SGLang on it: device.sh gpubound [MODEL ARGS] [-- START ARGS]
+    shift
     margs=()
     while [ $# -gt 0 ] && [ "$1" != -- ]; do margs+=("$1"); shift; done
     [ "${1:-}" = -- ] && shift
-    python3 "$ROOT/benchmarks/gpu/sglang/gpubound_model.py" --out "$W/model-gpubound" "${margs[@]}" 2>&1 |
-      tee -a "$OUT/gpubound-model.log"
-    [ "${PIPESTATUS[0]}" = 0 ] || { echo "$(ts) the GPU-bound model was not built" | tee -a "$OUT/start.log"; exit 1; }
-    cp "$W/model-gpubound/gpubound-manifest.json" "$OUT/"
+    bash "$0" gpubound-build "${margs[@]}" || exit 1
     LAUNCH=gpubound bash "$0" start "$@" ;;
   gap)
     python3 "$ROOT/benchmarks/gpu/sglang/gap.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" \
@@ -170,7 +174,8 @@ PY
     # SIGTERM before the device's 10-minute limit: the driver saves its state and tables to $OUT on the way out
     timeout -k 20 "${TUNE_LIMIT_S:-560}" python3 "$ROOT/benchmarks/gpu/sglang/tune.py" --out "$OUT" --port "$PORT" "$@"
     echo "tune rc=$?" | tee -a "$OUT/tune.log" ;;
-  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | gpubound [MODEL ARGS] [-- START ARGS] | stop | restart | record | bench
+  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | gpubound [MODEL ARGS] [-- START ARGS] | gpubound-build [ARGS]
+                 | stop | restart | record | bench
                  | health_bench | gap [gap.py ARGS] | nvml | failures
                  | tune [ARGS] | damage DST=REL... | ansible-zip" >&2
      exit 2 ;;
