@@ -13,8 +13,8 @@ Writes into DIR (a lent machine's call tars DIR into one file: its $OUT returns 
   folder as ``sysfs_root``.
 - nvidia-smi.txt (the plain table, whose banner gpu_facts falls back to), nvidia-smi-q.xml (``-q -x``),
   nvidia-smi-topo-m.txt (``topo -m``), nvidia-smi-topo-p2p-<r|w|n|a|p>.txt (``topo -p2p`` read, write, nvlink,
-  atomics, prop: NVIDIA's nvidia-smi documentation), each beginning with its command line and ending with its exit
-  status.
+  atomics, prop: the capabilities ``nvidia-smi topo -h`` lists; unverified on the H200's driver until run), each
+  beginning with its command line and ending with its exit status.
 - nvml-calls.json: every NVML call gpu_facts makes (plugins/module_utils/gpu/nvml_facts.py collect, through
   RecordingNVML below: the function, its arguments with the device handle, a device function's first argument, named
   ``handle:<index>`` after the call that returned it, its answer, or its

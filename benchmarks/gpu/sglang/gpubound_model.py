@@ -11,8 +11,8 @@ shape, trained on the GPU until it answers the project's coherence probes, saved
 The size chosen, and why (every figure here is unverified until run on the H200):
 - Shape: Llama-3-8B's layer (hidden 4096, MLP 14336, 32 query and 8 KV heads of 128; the public config of
   meta-llama/Meta-Llama-3-8B), 64 layers, the embedding padded to 32768 rows (the tokenizer has 384 tokens; padded
-  vocabularies are usual: Qwen2's config has 151936 rows for a 151646-token tokenizer): 14.2 B parameters, 28.4 GB
-  in bf16. The H200 has 141 GB of HBM3e at 4.8 TB/s (NVIDIA's H200 product page): weights and a 65536-token KV cache
+  vocabularies are usual: Qwen2's and Qwen3's public config.json declare vocab_size 151936, more rows than their
+  tokenizers' ids): 14.2 B parameters, 28.4 GB in bf16. The H200 has 141 GB of HBM3e at 4.8 TB/s (NVIDIA's H200 product page): weights and a 65536-token KV cache
   (256 KiB a token at 64 layers x 8 KV heads x 128 x 2 x bf16, 16 GiB) use about a third of it.
 - GPU-bound: a decode step reads every weight once, >= 28.4 GB / 4.8 TB/s = 5.9 ms at any batch up to ~200, and at
   c=256 does ~7.3 TFLOP (2 x 14.2 B x 256), ~15 ms at half of the H200's 989 dense bf16 TFLOPS. The tiny model's
