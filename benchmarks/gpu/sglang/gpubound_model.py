@@ -12,8 +12,9 @@ The size chosen, and why (every figure here is unverified until run on the H200)
 - Shape: Llama-3-8B's layer (hidden 4096, MLP 14336, 32 query and 8 KV heads of 128; the public config of
   meta-llama/Meta-Llama-3-8B), 64 layers, the embedding padded to 32768 rows (the tokenizer has 384 tokens; padded
   vocabularies are usual: Qwen2's and Qwen3's public config.json declare vocab_size 151936, more rows than their
-  tokenizers' ids): 14.2 B parameters, 28.4 GB in bf16. The H200 has 141 GB of HBM3e at 4.8 TB/s (NVIDIA's H200 product page): weights and a 65536-token KV cache
-  (256 KiB a token at 64 layers x 8 KV heads x 128 x 2 x bf16, 16 GiB) use about a third of it.
+  tokenizers' ids): 14.2 B parameters, 28.4 GB in bf16. The H200 has 141 GB of HBM3e at 4.8 TB/s (NVIDIA's H200
+  product page): weights and a 65536-token KV cache (256 KiB a token at 64 layers x 8 KV heads x 128 x 2 x bf16,
+  16 GiB) use about a third of it.
 - GPU-bound: a decode step reads every weight once, >= 28.4 GB / 4.8 TB/s = 5.9 ms at any batch up to ~200, and at
   c=256 does ~7.3 TFLOP (2 x 14.2 B x 256), ~15 ms at half of the H200's 989 dense bf16 TFLOPS. The tiny model's
   steps cost the host 2.8-3.5 ms at c=1 and ~9 ms at c=256 (benchmarks/results/2026-12-03-h200-sglang0517-explain-
@@ -31,6 +32,7 @@ Writes DIR (config.json, model.safetensors shards, tokenizer, generation config)
 arguments and every probe right is kept (a second call on the same machine costs nothing).
 """
 import argparse
+import gc
 import hashlib
 import importlib.util
 import json
@@ -147,6 +149,7 @@ def build(a, say):
         max_seconds=a.max_train_s, say=say)
     trained = sum(p.numel() for p in model.parameters())
     model.to(getattr(torch, a.save_dtype))
+    gc.collect()  # the optimizer's states (two fp32 copies of the trained weights) go with their last references
     if on_gpu:
         torch.cuda.empty_cache()
     add_passthrough_layers(model, a.layers)
