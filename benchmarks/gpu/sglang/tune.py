@@ -117,7 +117,7 @@ def main():
                                           meta={"engine": "sglang", "model_path": a.model})
             res = loop.report_only() if a.report_only else loop.run()
             summary.append({"campaign": res["plan"]["name"], "reason": res["report"]["reason"], "cut_off": res["cut_off"],
-                            "restored": res["restored"]})
+                            "restored": res["restored"], "adopted": res.get("adopted")})
             if res["cut_off"]:
                 break
     except (tune_loop.LoopError, CampaignError) as exc:

@@ -167,4 +167,5 @@ def test_h200_gpubound_campaign_gates_fp8_first_then_shapes_prefill_and_graphs()
         {"max-running-requests": 128}, {"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"}]
     assert g["workload"]["concurrency"] == [1, 64, 256] and g["workload"]["input_len"] == 512
     assert g["accuracy"]["lkg_checks"] == ["score", "greedy"]
+    assert g["adopt"]["enabled"] is True and g["adopt"]["min_improvement"] == 0.05  # a real winner is adopted
     assert [x["accuracy_checks"] for x in g["candidates"][1:]] == [["score", "greedy"]] * 5
