@@ -128,8 +128,12 @@ def test_the_winner_is_adopted_through_the_deploy_gate_or_last_known_good_stays(
     seen = []
     loop2, host2, lines2 = engine(dict(FIRST, adopt={"enabled": True, "min_improvement": 0.05, "max_regression": 0.5}))
     real_tune = loop2.tune
-    loop2.tune = lambda action, **kw: dict(real_tune(action, **kw), **({"winner": {"index": 1, "name": "x"}}
-                                                                      if action == "report" else {}))
+
+    def tune_with_a_winner(action, **kw):
+        res = real_tune(action, **kw)
+        return dict(res, winner={"index": 1, "name": "x"}) if action == "report" else res
+
+    loop2.tune = tune_with_a_winner
     loop2.adopt = lambda winner: seen.append(winner["index"]) or {"adopted": True, "index": winner["index"]}
     out2 = loop2.run()
     assert seen == [1] and out2["adopted"]["adopted"] is True and out2["restored"] is None
