@@ -73,6 +73,19 @@ def test_round2_call_after_call(tmp_path):
     p = subprocess.run(["bash", SCRIPT, "split", str(built)], capture_output=True, text=True, timeout=60, check=False)
     assert p.returncode == 0, p.stderr
     assert sorted(os.listdir(str(built / "p00"))) == ["bundle.tar.xz.00", "parts.sha256"]
+    # inside a checkout, a bundle git does not ignore is refused (it would travel whole with every call)
+    repo = tmp_path / "repo"
+    (repo / "benchmarks" / "gpu" / "sglang").mkdir(parents=True)
+    shutil.copy(SCRIPT, str(repo / "benchmarks" / "gpu" / "sglang"))
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shutil.copytree(str(built), str(repo / ".bundle"), ignore=shutil.ignore_patterns("p0*"))
+    script = str(repo / "benchmarks" / "gpu" / "sglang" / "round2.sh")
+    p = subprocess.run(["bash", script, "split"], capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 2 and "echo /.bundle/ >> .git/info/exclude first" in p.stderr, p.stderr
+    with open(str(repo / ".git" / "info" / "exclude"), "a") as f:
+        f.write("/.bundle/\n")
+    p = subprocess.run(["bash", script, "split"], capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 0 and (repo / ".bundle" / "p01" / "bundle.tar.xz.01").exists(), p.stderr
     # call 1 carries the first part: the host read, then the model waits for the rest
     carried = tmp_path / "carried"
     carried.mkdir()

@@ -27,6 +27,11 @@ declare -A EST=([host]=60 [model]=450 [start]=330 [sidebyside]=300 [tune]=540)
 if [ "${1:-}" = split ]; then
   B=${2:-$ROOT/.bundle}
   [ -f "$B/parts.sha256" ] || { echo "split: no $B/parts.sha256 (run benchmarks/gpu/sglang/build_bundle.sh first)" >&2; exit 2; }
+  # a bundle git does not ignore would travel whole with the checkout on every call (64 MiB at most)
+  case $(realpath "$B") in
+    "$ROOT"/*) git -C "$ROOT" check-ignore -q "$B/parts.sha256" ||
+      { echo "split: $B is not ignored by git: echo /${B#"$ROOT"/}/ >> .git/info/exclude first" >&2; exit 2; } ;;
+  esac
   for part in "$B"/parts/bundle.tar.xz.*; do
     d=$B/p${part##*.}
     mkdir -p "$d" && ln -f "$part" "$d/" && cp "$B/parts.sha256" "$d/" && du -sh "$d"
