@@ -14,6 +14,7 @@ import lzma
 import os
 import subprocess
 import time
+from types import SimpleNamespace
 
 from fakeserver import fake_server  # pylint: disable=import-error
 
@@ -57,10 +58,35 @@ class Utilization(object):
 
 
 class SampledNVML(object):
-    """The pynvml calls GpuSampler makes, answering a fixed series (then the last value), or refusing."""
+    """The pynvml calls GpuSampler makes, answering a fixed series (then the last value), or refusing; GPM shaped as
+    nvidia-ml-py has it (c_nvmlGpmMetricsGet_t: version, numMetrics, sample1, sample2, metrics[].metricId/.value;
+    NVML_GPM_METRIC_SM_UTIL 2, NVML_GPM_METRIC_SM_OCCUPANCY 3 in nvml.h), answering ``gpm`` {metric id: value}."""
 
-    def __init__(self, series, refuse=None):
-        self.series, self.refuse, self.calls = list(series), refuse, 0
+    NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY = 1, 2, 3
+
+    def __init__(self, series, refuse=None, gpm=None):
+        self.series, self.refuse, self.calls, self.gpm = list(series), refuse, 0, gpm
+        self.gpm_samples = []
+
+    @staticmethod
+    def c_nvmlGpmMetricsGet_t():  # pylint: disable=invalid-name
+        return SimpleNamespace(version=0, numMetrics=0, sample1=None, sample2=None,
+                               metrics=[SimpleNamespace(metricId=0, value=0.0) for _ in range(98)])
+
+    def nvmlGpmQueryDeviceSupport(self, handle):
+        return SimpleNamespace(isSupportedDevice=int(self.gpm is not None))
+
+    def nvmlGpmSampleAlloc(self):
+        return SimpleNamespace(taken=None)
+
+    def nvmlGpmSampleGet(self, handle, sample):
+        sample.taken = len(self.gpm_samples)
+        self.gpm_samples.append(sample)
+
+    def nvmlGpmMetricsGet(self, get):
+        assert get.version == 1 and get.sample1.taken < get.sample2.taken
+        for m in get.metrics[:get.numMetrics]:
+            m.value = self.gpm[m.metricId]
 
     def nvmlInit(self):
         if self.refuse:
@@ -88,6 +114,12 @@ def test_the_gpu_sampler_averages_nvml_utilization_over_a_run(monkeypatch):
     n = out["samples"]
     assert n >= 3 and out["util_min"] == 90 and out["util_p50"] in (95, 97.5, 100), out
     assert out["util_mean"] == round((90 + 100 + 95 + 95 * (n - 3)) / n, 1) and out["period_s"] == 0.01
+    assert "sm_util" not in out and out["gpm_unavailable"] == "RuntimeError: GPM not supported on this GPU"
+    g = gap.GpuSampler(SampledNVML([(99, 70)], gpm={2: 63.21, 3: 41.0}), period=0.01)
+    g.start()
+    time.sleep(0.03)
+    out = g.stop()
+    assert out["sm_util"] == 63.2 and out["sm_occupancy"] == 41.0 and "gpm_unavailable" not in out, out
     assert gap.GpuSampler(SampledNVML([], refuse="Driver Not Loaded")).stop() == {
         "unavailable": "RuntimeError: Driver Not Loaded"}
 

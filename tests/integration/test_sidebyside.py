@@ -96,11 +96,12 @@ def test_gpu_busy_share_and_scheduler_are_read_from_the_row(sbs):
            "out_tok_s": 256 / 1.0, "duration_s": 1.0, "ttft_p50_ms": 23.0, "output_tokens": 256,
            "server_counters": {"generation_tokens": 256.0}, "server_per_request": recs, "client_per_request": clients,
            "server_cpu_util": [["python3", 1.3], ["sglang::schedul", 0.41]],
-           "gpu": {"samples": 10, "util_mean": 97.0}}
+           "gpu": {"samples": 10, "util_mean": 97.0, "sm_util": 71.4}}
     a = sbs.analyse(row)
     assert a["scheduler"] == 0.41 and a["gpu_busy"] == 97.0
     assert a["ttft"] == {"client": 23.0, "server": 21.0, "arrival": 1.0, "delivery": 1.0, "residual": 0.0}
     text = sbs.report([a])
-    assert "ours c=4 x 4: GPU busy 97%, scheduler CPU 0.41: GPU-bound" in text
-    a["gpu_busy"] = 60.0
+    assert "ours c=4 x 4: GPU busy 97% (SMs busy 71%), scheduler CPU 0.41: GPU-bound" in text
+    assert "| 0.41 | 97% (71%) |" in text
+    a["gpu_busy"], a["sm_busy"] = 60.0, None
     assert "GPU busy 60%, scheduler CPU 0.41: not GPU-bound (GPU busy under 90%)" in sbs.report([a])

@@ -294,12 +294,15 @@ class GpuSampler(object):
     """The GPU's busy share while a run goes: NVML's utilization of GPU ``index`` (nvidia-ml-py
     nvmlDeviceGetUtilizationRates: ``gpu``, the percent of the last sample period, between 1/6 s and 1 s by the
     product, during which one or more kernels ran; ``memory``, the percent during which device memory was read or
-    written; NVML API reference, nvmlDeviceQueries) read every ``period`` seconds from a thread. ``nvml``: the pynvml
-    module (default: imported here); without it or a GPU every run records why instead."""
+    written; NVML API reference, nvmlDeviceQueries) read every ``period`` seconds from a thread. "A kernel ran" is not
+    "the SMs were full": where the GPU has GPM (Hopper and later), the SMs' busy share and occupancy over the whole
+    run too (gpm_metrics). ``nvml``: the pynvml module (default: imported here); without it or a GPU every run
+    records why instead."""
 
     def __init__(self, nvml=None, index=0, period=GPU_PERIOD_S):
         self.nvml, self.handle, self.why, self.period = nvml, None, None, period
         self.samples, self.thread, self.halt = [], None, threading.Event()
+        self.gpm, self.gpm_why = None, None
         try:
             if self.nvml is None:
                 import pynvml as nvml_module
@@ -308,6 +311,28 @@ class GpuSampler(object):
             self.handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
         except Exception as exc:  # ImportError, NVMLError: the runs go on without GPU figures, saying why
             self.why = "%s: %s" % (type(exc).__name__, exc)
+            return
+        try:  # GPM (Hopper and later): the SMs' own busy share over the whole run, from two samples
+            if not self.nvml.nvmlGpmQueryDeviceSupport(self.handle).isSupportedDevice:
+                raise RuntimeError("GPM not supported on this GPU")
+            self.gpm = (self.nvml.nvmlGpmSampleAlloc(), self.nvml.nvmlGpmSampleAlloc())
+        except Exception as exc:  # an older driver or nvidia-ml-py, or a GPU without GPM: said in every run
+            self.gpm_why = "%s: %s" % (type(exc).__name__, exc)
+
+    def gpm_metrics(self):
+        """SM utilization and occupancy between the run's two GPM samples (NVML API reference, GPM functions:
+        nvmlGpmMetricsGet with NVML_GPM_METRIC_SM_UTIL, "percentage of SMs that were busy", and
+        NVML_GPM_METRIC_SM_OCCUPANCY, "percentage of warps that were active vs theoretical maximum")."""
+        n = self.nvml
+        self.nvml.nvmlGpmSampleGet(self.handle, self.gpm[1])
+        get = n.c_nvmlGpmMetricsGet_t()
+        get.version = n.NVML_GPM_METRICS_GET_VERSION
+        get.numMetrics = 2
+        get.sample1, get.sample2 = self.gpm
+        get.metrics[0].metricId = n.NVML_GPM_METRIC_SM_UTIL
+        get.metrics[1].metricId = n.NVML_GPM_METRIC_SM_OCCUPANCY
+        n.nvmlGpmMetricsGet(get)
+        return {"sm_util": round(get.metrics[0].value, 1), "sm_occupancy": round(get.metrics[1].value, 1)}
 
     def _loop(self):
         while not self.halt.is_set():
@@ -321,6 +346,12 @@ class GpuSampler(object):
 
     def start(self):
         self.samples, self.halt = [], threading.Event()
+        if self.gpm is not None:
+            self.gpm_why = None
+            try:
+                self.nvml.nvmlGpmSampleGet(self.handle, self.gpm[0])
+            except Exception as exc:  # recorded with the run
+                self.gpm_why = "%s: %s" % (type(exc).__name__, exc)
         if self.handle is not None:
             self.thread = threading.Thread(target=self._loop, daemon=True)
             self.thread.start()
@@ -334,9 +365,17 @@ class GpuSampler(object):
         if not self.samples:
             return {"unavailable": self.why or "no sample"}
         gpu = [g for g, _m in self.samples]
-        return {"samples": len(gpu), "util_mean": round(statistics.mean(gpu), 1), "util_p50": statistics.median(gpu),
-                "util_min": min(gpu), "mem_util_mean": round(statistics.mean(m for _g, m in self.samples), 1),
-                "period_s": self.period}
+        out = {"samples": len(gpu), "util_mean": round(statistics.mean(gpu), 1), "util_p50": statistics.median(gpu),
+               "util_min": min(gpu), "mem_util_mean": round(statistics.mean(m for _g, m in self.samples), 1),
+               "period_s": self.period}
+        if self.gpm is not None and self.gpm_why is None:
+            try:
+                out.update(self.gpm_metrics())
+            except Exception as exc:  # recorded with the run
+                self.gpm_why = "%s: %s" % (type(exc).__name__, exc)
+        if self.gpm_why:
+            out["gpm_unavailable"] = self.gpm_why
+        return out
 
 
 GPU = None  # the one sampler of this process (main() makes it)

@@ -20,7 +20,8 @@ Per (c, prompts, arm), medians over the repetitions:
   not say the server is bound by the host: the GPU's busy share says whether the GPU was the bottleneck;
 - the GPU's busy share (gap.py's NVML sampler: nvmlDeviceGetUtilizationRates().gpu, "percent of time over the past
   sample period during which one or more kernels was executing on the GPU", NVML API reference, averaged over the
-  run); absent for runs recorded without it;
+  run) and, where the GPU has GPM, the SMs' own busy share over the run (NVML_GPM_METRIC_SM_UTIL: a kernel running
+  is not the SMs being full); absent for runs recorded without them;
 - TTFT: the client's median against the server's (request_received_ts to response_sent_to_client_ts, the first chunk
   handed to the HTTP layer), and for ours, which records every request's send time, the difference split with the
   server's own timestamps: arrival (client send to request_received_ts: connection, HTTP parsing, the tokenizer
@@ -84,6 +85,7 @@ def analyse(row, records=None):
     # the anchor's counter delta holds its warmup requests' tokens too: left out (their tokens by the server's records)
     warm = (a["server"] or {}).get("warmup_tokens") or 0
     a.update(scheduler=scheduler_share(row), gpu_busy=(row.get("gpu") or {}).get("util_mean"),
+             sm_busy=(row.get("gpu") or {}).get("sm_util"),
              gpu_samples=(row.get("gpu") or {}).get("samples"), counter_tokens=gen - warm if gen is not None else None,
              tool_tokens=toks, server_tokens=(a["server"] or {}).get("tokens"), ttft=ttft_parts(row) if row.get("tool") == "ours" else None,
              client_ttft_p50_ms=row.get("ttft_p50_ms"))
@@ -120,6 +122,7 @@ def rows_of(analyses):
             out.append((c, n, arm, len(runs), {
                 "tool_rate": m["tool_rate"], "server_rate": m["server"].get("rate"), "tool_vs_server": m["tool_vs_server"],
                 "scheduler": median([r["scheduler"] for r in runs]), "gpu_busy": median([r["gpu_busy"] for r in runs]),
+                "sm_busy": median([r["sm_busy"] for r in runs]),
                 "client_ttft": median([r["client_ttft_p50_ms"] for r in runs]),
                 "server_ttft": m["server"].get("ttft_p50_ms"),
                 "tokens_vs_records": median([gx.rel(r["tool_tokens"], r["server_tokens"]) for r in runs]),
@@ -132,7 +135,7 @@ def report(analyses, reference="ours"):
     """The table and, below it, the verdict lines: each tool against the server, the tools against each other
     (server-window rates), GPU-bound or not, and ours' TTFT split."""
     lines = ["c | prompts | arm | n | tool tok/s | server-window tok/s | tool vs server | tokens vs records (counter) | vs %s "
-             "(server) | scheduler CPU | GPU busy | TTFT p50 client (server) ms | arrival / delivery / residual ms"
+             "(server) | scheduler CPU | GPU busy (SM busy) | TTFT p50 client (server) ms | arrival / delivery / residual ms"
              % reference]
     notes = []
     table = rows_of(analyses)
@@ -141,10 +144,13 @@ def report(analyses, reference="ours"):
         r = ref.get((c, n))
         vs = gx.rel(f["server_rate"], r["server_rate"]) if r and arm != reference else None
         t = f["ttft"]
+        busy = "-" if f["gpu_busy"] is None else "%.0f%%" % f["gpu_busy"]
+        if f["sm_busy"] is not None:
+            busy += " (%.0f%%)" % f["sm_busy"]
         lines.append(" | ".join(str(x) for x in (
             c, n, arm, k, fmt(f["tool_rate"]), fmt(f["server_rate"]), pct(f["tool_vs_server"]),
             "%s (%s)" % (pct(f["tokens_vs_records"]), pct(f["tokens_vs_counter"])), pct(vs), fmt(f["scheduler"], 2),
-            "-" if f["gpu_busy"] is None else "%.0f%%" % f["gpu_busy"],
+            busy,
             "%s (%s)" % (fmt(f["client_ttft"], 1), fmt(f["server_ttft"], 1)),
             "%s / %s / %s" % (fmt(t["arrival"], 1), fmt(t["delivery"], 1), fmt(t["residual"], 1)) if t else "-")))
         level = "%s c=%s x %s" % (arm, c, n)
@@ -157,8 +163,9 @@ def report(analyses, reference="ours"):
                 level, reference, fmt(f["server_rate"]), fmt(r["server_rate"]), pct(vs),
                 "within 2%" if abs(vs) <= gx.AGREE else "OUTSIDE 2%"))
         if f["gpu_busy"] is not None:
-            notes.append("%s: GPU busy %.0f%%, scheduler CPU %s: %s" % (
-                level, f["gpu_busy"], fmt(f["scheduler"], 2),
+            notes.append("%s: GPU busy %.0f%%%s, scheduler CPU %s: %s" % (
+                level, f["gpu_busy"], "" if f["sm_busy"] is None else " (SMs busy %.0f%%)" % f["sm_busy"],
+                fmt(f["scheduler"], 2),
                 "GPU-bound" if f["gpu_busy"] >= 100 * GPU_BOUND else "not GPU-bound (GPU busy under %.0f%%)"
                 % (100 * GPU_BOUND)))
         if t:
