@@ -93,31 +93,27 @@ def launch_options(path):
 GPUBOUND_ARGS = os.path.join(ROOT, "benchmarks", "gpu", "sglang", "launch-gpubound.args")
 
 
-def test_the_gpubound_launch_passes_0_5_17s_own_parser():
-    """benchmarks/gpu/sglang/launch-gpubound.args (device.sh start with LAUNCH=gpubound adds the model and address):
-    accepted with no error and no warning, and it is the base of campaigns/h200-gpubound.yml."""
+def test_the_gpubound_launch_and_campaign_pass_0_5_17s_own_parser():
+    """What the H200 runs, in one parser import: benchmarks/gpu/sglang/launch-gpubound.args (device.sh start with
+    LAUNCH=gpubound adds the model and address) and every candidate of campaigns/h200-gpubound.yml over tune.py's
+    managed options, accepted by 0.5.17's parser with no error and no warning (CUDA graphs off spelt per phase, not
+    the deprecated flag); the launch file is the campaign's base."""
     import yaml
     opts = launch_options(GPUBOUND_ARGS)
     assert opts["sleep-on-idle"] is True and opts["served-model-name"] == "gpubound" and "disable-cuda-graph" not in opts
-    out = run(dict(opts, **{"model-path": "/tmp/sglang/model-gpubound", "host": "127.0.0.1", "port": 30000}))
-    assert out["engine_version"] == VERSION and out["validated"] is True, out
-    assert out["errors"] == [] and out["parser_warnings"] == [], out.get("msg")
+    launch = dict(opts, **{"model-path": "/tmp/sglang/model-gpubound", "host": "127.0.0.1", "port": 30000})
+    plan, sets = h200_campaign_sets("h200-gpubound")
+    out = harness.run_module("server_args", {"python": PY, "engine": "sglang", "option_sets": [launch] + sets,
+                                             "renames": FLAGS["renames"], "removed": FLAGS["removed"],
+                                             "expected_version": VERSION}, timeout=300)
+    assert out["validated"] is True and len(out["results"]) == len(sets) + 1, out.get("msg")
+    names = ["launch-gpubound.args"] + ["candidate %d" % c["index"] for c in plan["candidates"]]
+    bad = [(name, r["errors"], r["parser_warnings"]) for name, r in zip(names, out["results"])
+           if r["failed"] or r["errors"] or r["parser_warnings"]]
+    assert bad == []
     with open(os.path.join(ROOT, "campaigns", "h200-gpubound.yml")) as f:
         base = yaml.safe_load(f)["base"]
     assert dict((k, v) for k, v in opts.items() if k in base) == dict((k, v if v is True else str(v)) for k, v in base.items())
-
-
-def test_h200_gpubound_campaign_passes_0_5_17s_own_parser():
-    """What the H200 runs: every candidate of the GPU-bound campaign over tune.py's managed options, accepted by
-    0.5.17's parser with no error and no warning (CUDA graphs off spelt per phase, not the deprecated flag)."""
-    plan, sets = h200_campaign_sets("h200-gpubound")
-    out = harness.run_module("server_args", {"python": PY, "engine": "sglang", "option_sets": sets,
-                                             "renames": FLAGS["renames"], "removed": FLAGS["removed"],
-                                             "expected_version": VERSION}, timeout=300)
-    assert out["validated"] is True and len(out["results"]) == len(sets), out.get("msg")
-    bad = [(c["index"], r["errors"], r["parser_warnings"]) for c, r in zip(plan["candidates"], out["results"])
-           if r["failed"] or r["errors"] or r["parser_warnings"]]
-    assert bad == []
 
 
 def test_a_mistake_is_named_by_0_5_17s_parser():
