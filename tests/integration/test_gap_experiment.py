@@ -71,7 +71,7 @@ class SampledNVML(object):
     @staticmethod
     def c_nvmlGpmMetricsGet_t():  # pylint: disable=invalid-name
         return SimpleNamespace(version=0, numMetrics=0, sample1=None, sample2=None,
-                               metrics=[SimpleNamespace(metricId=0, value=0.0) for _ in range(98)])
+                               metrics=[SimpleNamespace(metricId=0, value=0.0) for dummy in range(98)])
 
     def nvmlGpmQueryDeviceSupport(self, handle):
         return SimpleNamespace(isSupportedDevice=int(self.gpm is not None))
