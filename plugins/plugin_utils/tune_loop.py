@@ -383,13 +383,36 @@ class CampaignLoop(object):
         for line in report["table"]:
             self.say(line)
         self.say(report["reason"])
-        restored = self.restore_lkg()
-        return {"plan": self.plan, "report": report, "cut_off": self.cut_off, "restored": restored}
+        adopted = None
+        if report.get("winner") and self.plan["adopt"]["enabled"] and not self.cut_off:
+            adopted = self.adopt(report["winner"])
+        restored = None if adopted and adopted["adopted"] else self.restore_lkg()
+        return {"plan": self.plan, "report": report, "cut_off": self.cut_off, "restored": restored, "adopted": adopted}
 
     def report_only(self):
         """The decision, table and plot again from the state (another machine's run, say): nothing starts."""
         self.plan = self.tune("plan", campaign=self.doc)["plan"]
         return {"plan": self.plan, "report": self.tune("report"), "cut_off": None, "restored": None}
+
+    def adopt(self, winner):
+        """tune.yml's adoption: the winner through the deploy gate again (install, restart, readiness, the coherence
+        canary), recorded as last-known-good when it passes; when it fails, the transaction's own rollback puts
+        last-known-good back. Returns {adopted, index, message}."""
+        i = winner["index"]
+        if self.out_of_time():
+            msg = "winner %d not adopted: too little time left (run the campaign again to adopt it)" % i
+            self.say(msg)
+            return {"adopted": False, "index": i, "message": msg}
+        self.host.label = "[adopt] "
+        try:
+            res = DeployTransaction(self.host, self.spec(i, True)).run()
+            self.tune("adopted", index=i)
+            msg = "winner %d %s adopted as last-known-good: %s" % (i, winner.get("name"), res["gate_result"])
+            ok = True
+        except DeployFailed as exc:
+            msg, ok = "winner %d not adopted: %s" % (i, str(exc)[:600]), False
+        self.say(msg)
+        return {"adopted": ok, "index": i, "message": msg}
 
     def restore_lkg(self):
         """tune.yml's Restore: last-known-good serves again (no restart when it serves already)."""

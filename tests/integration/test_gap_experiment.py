@@ -14,6 +14,7 @@ import lzma
 import os
 import subprocess
 import time
+from types import SimpleNamespace
 
 from fakeserver import fake_server  # pylint: disable=import-error
 
@@ -47,6 +48,80 @@ def test_server_records_are_read_once_and_timed_from_the_run(tmp_path, monkeypat
     assert srv["requests"] == 2 and srv["arrival_spread_s"] == 0.1 and srv["makespan_s"] == 0.2
     assert srv["ttft_p50_ms"] == 20.0 and srv["tpot_p50_ms"] == round(1000 * 0.18 / 63, 3)
     assert srv["out_tok_s"] == 640.0 and per_req[0] == [1.0, 1.001, 1.02, 1.2, 1.201, 64, None, None]
+
+
+class Utilization(object):
+    """nvidia-ml-py's c_nvmlUtilization_t: ``gpu`` and ``memory`` percents."""
+
+    def __init__(self, gpu, memory):
+        self.gpu, self.memory = gpu, memory
+
+
+class SampledNVML(object):
+    """The pynvml calls GpuSampler makes, answering a fixed series (then the last value), or refusing; GPM shaped as
+    nvidia-ml-py has it (c_nvmlGpmMetricsGet_t: version, numMetrics, sample1, sample2, metrics[].metricId/.value;
+    NVML_GPM_METRIC_SM_UTIL 2, NVML_GPM_METRIC_SM_OCCUPANCY 3 in nvml.h), answering ``gpm`` {metric id: value}."""
+
+    NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY = 1, 2, 3
+
+    def __init__(self, series, refuse=None, gpm=None):
+        self.series, self.refuse, self.calls, self.gpm = list(series), refuse, 0, gpm
+        self.gpm_samples = []
+
+    @staticmethod
+    def c_nvmlGpmMetricsGet_t():  # pylint: disable=invalid-name
+        return SimpleNamespace(version=0, numMetrics=0, sample1=None, sample2=None,
+                               metrics=[SimpleNamespace(metricId=0, value=0.0) for dummy in range(98)])
+
+    def nvmlGpmQueryDeviceSupport(self, handle):
+        return SimpleNamespace(isSupportedDevice=int(self.gpm is not None))
+
+    def nvmlGpmSampleAlloc(self):
+        return SimpleNamespace(taken=None)
+
+    def nvmlGpmSampleGet(self, handle, sample):
+        sample.taken = len(self.gpm_samples)
+        self.gpm_samples.append(sample)
+
+    def nvmlGpmMetricsGet(self, get):
+        assert get.version == 1 and get.sample1.taken < get.sample2.taken
+        for m in get.metrics[:get.numMetrics]:
+            m.value = self.gpm[m.metricId]
+
+    def nvmlInit(self):
+        if self.refuse:
+            raise RuntimeError(self.refuse)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return "handle-%d" % index
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        assert handle == "handle-0"
+        self.calls += 1
+        return Utilization(*self.series[min(self.calls, len(self.series)) - 1])
+
+
+def test_the_gpu_sampler_averages_nvml_utilization_over_a_run(monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks", "gpu", "sglang"))
+    import gap  # pylint: disable=import-error
+    nvml = SampledNVML([(90, 40), (100, 60), (95, 50)])
+    g = gap.GpuSampler(nvml, period=0.01)
+    g.start()
+    deadline = time.monotonic() + 5
+    while nvml.calls < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    out = g.stop()
+    n = out["samples"]
+    assert n >= 3 and out["util_min"] == 90 and out["util_p50"] in (95, 97.5, 100), out
+    assert out["util_mean"] == round((90 + 100 + 95 + 95 * (n - 3)) / n, 1) and out["period_s"] == 0.01
+    assert "sm_util" not in out and out["gpm_unavailable"] == "RuntimeError: GPM not supported on this GPU"
+    g = gap.GpuSampler(SampledNVML([(99, 70)], gpm={2: 63.21, 3: 41.0}), period=0.01)
+    g.start()
+    time.sleep(0.03)
+    out = g.stop()
+    assert out["sm_util"] == 63.2 and out["sm_occupancy"] == 41.0 and "gpm_unavailable" not in out, out
+    assert gap.GpuSampler(SampledNVML([], refuse="Driver Not Loaded")).stop() == {
+        "unavailable": "RuntimeError: Driver Not Loaded"}
 
 
 def test_gap_experiment_quick_plan_against_the_replay(tmp_path):
@@ -116,6 +191,13 @@ def test_gap_explain_plan_interleaves_the_arms_with_the_servers_own_records(tmp_
     summary = (out / "gap-summary.txt").read_text()
     assert "16 | 32 | anchor-gen | 2 |" in summary and "server-window tok/s | tool vs server" in summary
     assert "against the server's whole-run window" in summary  # the anchor's warmup and idle, explained
+    # the side-by-side table at the end: ours' TTFT split by the server's timestamps, no GPU here (no pynvml in the
+    # engine venv: the sampler says why, and every run records it)
+    assert "| arrival / delivery / residual ms" in summary and "ours c=16 x 32: TTFT p50" in summary
+    assert "anchor-oai c=16 x 32 vs ours: server-window rate" in summary
+    sampler = [r for r in rows if r["tool"] == "gpu_sampler"]
+    assert len(sampler) == 1 and sampler[0]["ok"] is False and "pynvml" in sampler[0]["info"], sampler
+    assert all(r["gpu"] == {"unavailable": sampler[0]["info"]} for r in runs)
     with lzma.open(str(out / "server-requests.jsonl.xz"), "rt") as f:
         assert len(f.read().splitlines()) == sum(r["num_prompts"] + r["warmups"] for r in rows
                                                  if r["tool"] in ("ours", "anchor"))

@@ -279,6 +279,33 @@ if __name__ == "__main__":
         print("\nsuggested argv: %s" % " ".join(result.get("suggested_argv", [])))
 
 
+def h200_campaign_sets(name):
+    """Every option set campaigns/NAME.yml would start on the lent H200: each candidate over the options
+    benchmarks/gpu/sglang/tune.py's launcher owns there (MANAGED; the GPU-bound model's path and served name).
+    Returns (plan, option sets)."""
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.tune import campaign as tune_campaign
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks", "gpu", "sglang"))
+    try:
+        import tune as device_tune  # pylint: disable=import-error
+    finally:
+        sys.path.pop(0)
+    with open(os.path.join(ROOT, "campaigns", name + ".yml")) as f:
+        plan = tune_campaign.load(yaml.safe_load(f))
+    managed = dict(device_tune.MANAGED, **{"model-path": "/tmp/sglang/model-gpubound", "served-model-name": "gpubound",
+                                           "port": 30000})
+    del managed["max-total-tokens"]  # --max-total-tokens 0: SGLang sizes the pool
+    return plan, [dict(c["options"], **managed) for c in plan["candidates"]]
+
+
+def test_h200_gpubound_campaign_passes_the_pinned_parser():
+    """The GPU-bound campaign's every candidate, accepted by SGLang 0.5.23's own parser (the pinned engine; the H200
+    runs 0.5.17, whose parser test_server_args_sglang_0517.py runs on the same sets)."""
+    plan, sets = h200_campaign_sets("h200-gpubound")
+    out = run_module(None, option_sets=sets)
+    assert out["validated"] is True and len(out["results"]) == len(sets), out.get("msg")
+    assert [(c["index"], r["errors"]) for c, r in zip(plan["candidates"], out["results"]) if r["failed"] or r["errors"]] == []
+
+
 def test_glm5_sm120_tuning_campaign_every_candidate_accepted():
     """campaigns/glm5-nvfp4-sm120.yml over the production inventory's base and its SM120 profiles: every candidate
     the campaign would start is accepted by SGLang 0.5.23's own parser."""

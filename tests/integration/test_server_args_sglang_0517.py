@@ -18,7 +18,7 @@ import pytest
 from ansible_collections.gpuhost.sglang.tests import harness
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_server_args_sglang import FLAGS, PROFILES, ROOT, deprecated_for  # noqa: E402 pylint: disable=wrong-import-position
+from test_server_args_sglang import FLAGS, PROFILES, ROOT, deprecated_for, h200_campaign_sets  # noqa: E402 pylint: disable=wrong-import-position
 
 VERSION = "0.5.17"
 VENV = os.environ.get("SGLANG_VENV_0517") or os.path.join(os.environ.get("GPUHOST_ROOT", ROOT), ".cache",
@@ -76,6 +76,44 @@ def test_0_5_17_has_both_spellings_and_warns_on_the_old_one():
     out = run({"model-path": "/m", "dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm",
                "cuda-graph-max-bs-decode": 256})
     assert out["errors"] == [] and out["parser_warnings"] == []
+
+
+def launch_options(path):
+    """An args file (one argument a line, '#' comments) as the structured options: a flag without a value is True."""
+    with open(path) as f:
+        argv = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    opts = {}
+    for i, arg in enumerate(argv):
+        if arg.startswith("--"):
+            nxt = argv[i + 1] if i + 1 < len(argv) else "--"
+            opts[arg[2:]] = True if nxt.startswith("--") else nxt
+    return opts
+
+
+GPUBOUND_ARGS = os.path.join(ROOT, "benchmarks", "gpu", "sglang", "launch-gpubound.args")
+
+
+def test_the_gpubound_launch_and_campaign_pass_0_5_17s_own_parser():
+    """What the H200 runs, in one parser import: benchmarks/gpu/sglang/launch-gpubound.args (device.sh start with
+    LAUNCH=gpubound adds the model and address) and every candidate of campaigns/h200-gpubound.yml over tune.py's
+    managed options, accepted by 0.5.17's parser with no error and no warning (CUDA graphs off spelt per phase, not
+    the deprecated flag); the launch file is the campaign's base."""
+    import yaml
+    opts = launch_options(GPUBOUND_ARGS)
+    assert opts["sleep-on-idle"] is True and opts["served-model-name"] == "gpubound" and "disable-cuda-graph" not in opts
+    launch = dict(opts, **{"model-path": "/tmp/sglang/model-gpubound", "host": "127.0.0.1", "port": 30000})
+    plan, sets = h200_campaign_sets("h200-gpubound")
+    out = harness.run_module("server_args", {"python": PY, "engine": "sglang", "option_sets": [launch] + sets,
+                                             "renames": FLAGS["renames"], "removed": FLAGS["removed"],
+                                             "expected_version": VERSION}, timeout=300)
+    assert out["validated"] is True and len(out["results"]) == len(sets) + 1, out.get("msg")
+    names = ["launch-gpubound.args"] + ["candidate %d" % c["index"] for c in plan["candidates"]]
+    bad = [(name, r["errors"], r["parser_warnings"]) for name, r in zip(names, out["results"])
+           if r["failed"] or r["errors"] or r["parser_warnings"]]
+    assert bad == []
+    with open(os.path.join(ROOT, "campaigns", "h200-gpubound.yml")) as f:
+        base = yaml.safe_load(f)["base"]
+    assert dict((k, v) for k, v in opts.items() if k in base) == dict((k, v if v is True else str(v)) for k, v in base.items())
 
 
 def test_a_mistake_is_named_by_0_5_17s_parser():

@@ -3,6 +3,11 @@
 # only ~30 s after a run returns, so chained runs must follow each other at once). Everything logs to $OUT.
 #   OUT=... bash benchmarks/gpu/sglang/device.sh stage PARTDIR     append the parts in PARTDIR to /tmp/sglang/parts
 #   OUT=... bash benchmarks/gpu/sglang/device.sh start [ARGS...]   unpack (once), start the server (setsid), wait
+#                                                                    (LAUNCH=gpubound: the GPU-bound model with
+#                                                                    launch-gpubound.args; READY_S: the wait, 280 s)
+#   OUT=... bash benchmarks/gpu/sglang/device.sh gpubound [MODEL ARGS] [-- START ARGS]   build the GPU-bound model
+#                                                                    (gpubound_model.py, once), start SGLang on it;
+#                                                                    gpubound-build [MODEL ARGS]: the build alone
 #   OUT=... bash benchmarks/gpu/sglang/device.sh EXPERIMENT        record | bench | health_bench (benchmarks/gpu/sglang/*.py)
 #   OUT=... bash benchmarks/gpu/sglang/device.sh stop | restart     stop the server (its whole session); stop, then
 #                                                                    start with the last start's extra ARGS, timed
@@ -59,15 +64,24 @@ case "${1:-}" in
   start)
     shift
     unpack
-    ARGS=(--model-path "$W/model" --served-model-name tiny --attention-backend triton --sampling-backend pytorch
-          --grammar-backend none --disable-cuda-graph --dtype bfloat16 --mem-fraction-static 0.3
-          --max-total-tokens 65536 --max-running-requests 256 --host 127.0.0.1 --port "$PORT" --enable-metrics "$@")
+    if [ "${LAUNCH:-tiny}" = gpubound ]; then
+      # the GPU-bound model (device.sh gpubound builds it) with its launch (launch-gpubound.args)
+      mapfile -t base < <(grep -v '^#' "$ROOT/benchmarks/gpu/sglang/launch-gpubound.args")
+      ARGS=(--model-path "$W/model-gpubound" "${base[@]}" --host 127.0.0.1 --port "$PORT" "$@")
+    elif [ "${LAUNCH:-tiny}" = tiny ]; then
+      ARGS=(--model-path "$W/model" --served-model-name tiny --attention-backend triton --sampling-backend pytorch
+            --grammar-backend none --disable-cuda-graph --dtype bfloat16 --mem-fraction-static 0.3
+            --max-total-tokens 65536 --max-running-requests 256 --host 127.0.0.1 --port "$PORT" --enable-metrics "$@")
+    else
+      echo "LAUNCH=$LAUNCH: allowed values are tiny, gpubound" >&2; exit 2
+    fi
+    echo "${LAUNCH:-tiny}" >"$W/server.launch"
     if [ $# -gt 0 ]; then printf '%s\n' "$@"; fi >"$W/server.args"  # restart starts the same server again
     echo "$(ts) launch ${ARGS[*]}" | tee -a "$OUT/start.log"
     t0=$(date +%s.%N)
     setsid python3 -m sglang.launch_server "${ARGS[@]}" >"$W/server.log" 2>&1 < /dev/null &
     echo $! >"$W/server.pid"
-    for i in $(seq 1 280); do
+    for i in $(seq 1 "${READY_S:-280}"); do
       if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$PORT/health', timeout=2)" 2>/dev/null; then
         echo "$(ts) ready after $(awk "BEGIN{print $(date +%s.%N) - $t0}") s" | tee -a "$OUT/start.log"; break
       fi
@@ -90,7 +104,23 @@ case "${1:-}" in
   restart)
     bash "$0" stop
     mapfile -t extra < <(cat "$W/server.args" 2>/dev/null)
-    bash "$0" start "${extra[@]}" ;;
+    LAUNCH=$(cat "$W/server.launch" 2>/dev/null || echo tiny) bash "$0" start "${extra[@]}" ;;
+  gpubound-build)
+    # the GPU-bound model, built once (gpubound_model.py ARGS; a second call with the same ARGS keeps it)
+    shift
+    unpack
+    python3 "$ROOT/benchmarks/gpu/sglang/gpubound_model.py" --out "$W/model-gpubound" "$@" 2>&1 |
+      tee -a "$OUT/gpubound-model.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || { echo "$(ts) the GPU-bound model was not built" | tee -a "$OUT/start.log"; exit 1; }
+    cp "$W/model-gpubound/gpubound-manifest.json" "$OUT/" ;;
+  gpubound)
+    # build the GPU-bound model (once), then start SGLang on it: device.sh gpubound [MODEL ARGS] [-- START ARGS]
+    shift
+    margs=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do margs+=("$1"); shift; done
+    [ "${1:-}" = -- ] && shift
+    bash "$0" gpubound-build "${margs[@]}" || exit 1
+    LAUNCH=gpubound bash "$0" start "$@" ;;
   gap)
     python3 "$ROOT/benchmarks/gpu/sglang/gap.py" --base-url "http://127.0.0.1:$PORT" --out "$OUT" \
       --restart-cmd "OUT=$OUT bash $ROOT/benchmarks/gpu/sglang/device.sh restart" "${@:2}" 2>&1 | tee "$OUT/gap.log"
@@ -144,7 +174,9 @@ PY
     # SIGTERM before the device's 10-minute limit: the driver saves its state and tables to $OUT on the way out
     timeout -k 20 "${TUNE_LIMIT_S:-560}" python3 "$ROOT/benchmarks/gpu/sglang/tune.py" --out "$OUT" --port "$PORT" "$@"
     echo "tune rc=$?" | tee -a "$OUT/tune.log" ;;
-  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | stop | restart | record | bench | health_bench | gap [gap.py ARGS] | nvml | failures
+  *) echo "usage: device.sh stage PARTDIR | start [ARGS] | gpubound [MODEL ARGS] [-- START ARGS] | gpubound-build [ARGS]
+                 | stop | restart | record | bench
+                 | health_bench | gap [gap.py ARGS] | nvml | failures
                  | tune [ARGS] | damage DST=REL... | ansible-zip" >&2
      exit 2 ;;
 esac

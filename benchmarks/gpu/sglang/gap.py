@@ -24,12 +24,18 @@ server's own ground truth around every run. One device run:
    (sglang:evicted_tokens_total, sglang:eviction_duration_seconds, the kv_* token gauges).
 The summary computes every tool's rate over the server's window of its main requests as well as its own and prints,
 for each difference over 5%, the ground-truth line that explains it, or 'unexplained' (gap_explain.py).
+Also around every run: the GPU's busy share (GpuSampler: NVML utilization every 0.1 s from a thread; --no-gpu, or a
+machine without pynvml or a GPU, records why instead); the summary ends with the side-by-side table (sidebyside.py:
+each tool against the server's window and counters, ours against bench_serving within 2%, the scheduler's CPU share,
+the GPU's busy share, ours' TTFT split by the server's timestamps). Plan ``gpubound``: the GPU-bound model
+(gpubound_model.py, served as ``--served-name gpubound``), ours against bench_serving on the same prompts and
+endpoint at c = 1, 16, 64, 256.
 
 The anchor runs in one long-lived worker process that imports sglang.benchmark.serving once and calls its
 cli_main per run (a fresh ``python -m sglang.bench_serving`` cost ~60 s of start-up a run on the H200 machine).
 
     python3 benchmarks/gpu/sglang/gap.py --base-url http://127.0.0.1:30000 --out DIR [--plan explain|default|...]
-        [--reqlog-dir /tmp/sglang/reqmetrics] [--restart-cmd CMD] [--budget-s 540]
+        [--reqlog-dir /tmp/sglang/reqmetrics] [--restart-cmd CMD] [--budget-s 540] [--served-name tiny] [--no-gpu]
 Writes DIR/gap-raw.jsonl (one line a run, per-request arrays included), DIR/gap-summary.txt (the table) and
 DIR/server-requests.jsonl.xz (every per-request record of the server, without the prompts).
 """
@@ -47,11 +53,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 
 import gap_explain as gx
+import sidebyside
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "collections"))
@@ -67,6 +75,7 @@ ARMS = {"ours": ("ours", None, "ours"), "anchor-oai": ("anchor", "sglang-oai", "
         "anchor-gen": ("anchor", "sglang", "ours"), "anchor-ids": ("anchor", "sglang-oai", "random-ids")}
 PAIR = ("ours", "anchor-ids")
 THREE = ("ours", "anchor-oai", "anchor-gen")
+LIKE = ("ours", "anchor-oai")  # like for like: the same prompts, both on /v1/completions
 # (concurrency, prompts, repetitions, arms, flush before every run). default/quick: the 2026-12-03 run (c=256 with 256
 # prompts is the single wave that showed the gap; 2048 prompts keep 256 in flight for ~14 s). explain: c=1 first,
 # then c=16 with every arm (640 prompts x 115 tokens fill the 65536-token pool: the second half of a run with unique
@@ -78,12 +87,19 @@ PLANS = {
     "explain": [(1, 32, 2, THREE, True), (16, 640, 2, THREE + ("anchor-ids",), True), (64, 1024, 2, THREE, True),
                 (256, 2048, 1, THREE, True)],
     "explain-quick": [(1, 4, 1, THREE, True), (16, 32, 2, THREE + ("anchor-ids",), True)],
+    # the GPU-bound model (gpubound_model.py): ours against bench_serving on the same prompts and endpoint, the
+    # contract's levels, the cache flushed before every run, twice each (interleaved: ours, anchor, ours, anchor);
+    # at the expected 7-20 ms a step, 5-10 s a run, ~200 s in all on the H200 (unverified until run)
+    "gpubound": [(1, 16, 2, LIKE, True), (16, 320, 2, LIKE, True), (64, 512, 2, LIKE, True), (256, 1024, 2, LIKE, True)],
+    "gpubound-quick": [(1, 4, 1, LIKE, True), (16, 32, 1, LIKE, True)],
 }
 CACHE_METRICS = {"evicted_tokens": "sglang:evicted_tokens_total", "eviction_s": "sglang:eviction_duration_seconds_sum",
                  "evictions": "sglang:eviction_duration_seconds_count", "kv_available": "sglang:kv_available_tokens",
                  "kv_evictable": "sglang:kv_evictable_tokens", "kv_used": "sglang:kv_used_tokens"}
 HISTOGRAMS = {"ttft": "sglang:time_to_first_token_seconds", "itl": "sglang:inter_token_latency_seconds",
               "e2e": "sglang:e2e_request_latency_seconds", "queue": "sglang:queue_time_seconds"}
+SERVED = "tiny"  # --served-name: the server's --served-model-name
+GPU_PERIOD_S = 0.1  # the NVML sampler's period
 WORKDIR = os.environ.get("SGLANG_WORKDIR", "/tmp/sglang")  # device.sh's work directory (server.pid, reqmetrics/)
 MONO_TO_WALL = time.time() - time.monotonic()  # one offset for every process forked from here (same clocks)
 
@@ -274,6 +290,97 @@ def stalls(recs, t0, gap_s=0.1):
     return {"gaps_over_100ms": n, "top_windows": top}
 
 
+class GpuSampler(object):
+    """The GPU's busy share while a run goes: NVML's utilization of GPU ``index`` (nvidia-ml-py
+    nvmlDeviceGetUtilizationRates: ``gpu``, the percent of the last sample period, between 1/6 s and 1 s by the
+    product, during which one or more kernels ran; ``memory``, the percent during which device memory was read or
+    written; NVML API reference, nvmlDeviceQueries) read every ``period`` seconds from a thread. "A kernel ran" is not
+    "the SMs were full": where the GPU has GPM (Hopper and later), the SMs' busy share and occupancy over the whole
+    run too (gpm_metrics). ``nvml``: the pynvml module (default: imported here); without it or a GPU every run
+    records why instead."""
+
+    def __init__(self, nvml=None, index=0, period=GPU_PERIOD_S):
+        self.nvml, self.handle, self.why, self.period = nvml, None, None, period
+        self.samples, self.thread, self.halt = [], None, threading.Event()
+        self.gpm, self.gpm_why = None, None
+        try:
+            if self.nvml is None:
+                import pynvml as nvml_module
+                self.nvml = nvml_module
+            self.nvml.nvmlInit()
+            self.handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception as exc:  # ImportError, NVMLError: the runs go on without GPU figures, saying why
+            self.why = "%s: %s" % (type(exc).__name__, exc)
+            return
+        try:  # GPM (Hopper and later): the SMs' own busy share over the whole run, from two samples
+            if not self.nvml.nvmlGpmQueryDeviceSupport(self.handle).isSupportedDevice:
+                raise RuntimeError("GPM not supported on this GPU")
+            self.gpm = (self.nvml.nvmlGpmSampleAlloc(), self.nvml.nvmlGpmSampleAlloc())
+        except Exception as exc:  # an older driver or nvidia-ml-py, or a GPU without GPM: said in every run
+            self.gpm_why = "%s: %s" % (type(exc).__name__, exc)
+
+    def gpm_metrics(self):
+        """SM utilization and occupancy between the run's two GPM samples (NVML API reference, GPM functions:
+        nvmlGpmMetricsGet with NVML_GPM_METRIC_SM_UTIL, "percentage of SMs that were busy", and
+        NVML_GPM_METRIC_SM_OCCUPANCY, "percentage of warps that were active vs theoretical maximum")."""
+        n = self.nvml
+        self.nvml.nvmlGpmSampleGet(self.handle, self.gpm[1])
+        get = n.c_nvmlGpmMetricsGet_t()
+        get.version = n.NVML_GPM_METRICS_GET_VERSION
+        get.numMetrics = 2
+        get.sample1, get.sample2 = self.gpm
+        get.metrics[0].metricId = n.NVML_GPM_METRIC_SM_UTIL
+        get.metrics[1].metricId = n.NVML_GPM_METRIC_SM_OCCUPANCY
+        n.nvmlGpmMetricsGet(get)
+        return {"sm_util": round(get.metrics[0].value, 1), "sm_occupancy": round(get.metrics[1].value, 1)}
+
+    def _loop(self):
+        while not self.halt.is_set():
+            try:
+                u = self.nvml.nvmlDeviceGetUtilizationRates(self.handle)
+                self.samples.append((u.gpu, u.memory))
+            except Exception as exc:  # a reading the driver refuses ends the sampling of this run, recorded
+                self.why = "%s: %s" % (type(exc).__name__, exc)
+                return
+            self.halt.wait(self.period)
+
+    def start(self):
+        self.samples, self.halt = [], threading.Event()
+        if self.gpm is not None:
+            self.gpm_why = None
+            try:
+                self.nvml.nvmlGpmSampleGet(self.handle, self.gpm[0])
+            except Exception as exc:  # recorded with the run
+                self.gpm_why = "%s: %s" % (type(exc).__name__, exc)
+        if self.handle is not None:
+            self.thread = threading.Thread(target=self._loop, daemon=True)
+            self.thread.start()
+
+    def stop(self):
+        """{samples, util_mean, util_p50, util_min, mem_util_mean} over the run, or {unavailable: why}."""
+        self.halt.set()
+        if self.thread is not None:
+            self.thread.join(5)
+            self.thread = None
+        if not self.samples:
+            return {"unavailable": self.why or "no sample"}
+        gpu = [g for g, _m in self.samples]
+        out = {"samples": len(gpu), "util_mean": round(statistics.mean(gpu), 1), "util_p50": statistics.median(gpu),
+               "util_min": min(gpu), "mem_util_mean": round(statistics.mean(m for _g, m in self.samples), 1),
+               "period_s": self.period}
+        if self.gpm is not None and self.gpm_why is None:
+            try:
+                out.update(self.gpm_metrics())
+            except Exception as exc:  # recorded with the run
+                self.gpm_why = "%s: %s" % (type(exc).__name__, exc)
+        if self.gpm_why:
+            out["gpm_unavailable"] = self.gpm_why
+        return out
+
+
+GPU = None  # the one sampler of this process (main() makes it)
+
+
 class Around(object):
     """Everything read before and after one run."""
 
@@ -286,16 +393,19 @@ class Around(object):
             self.flushed = flush_cache(self.base)
         self.reqlog.new()  # what earlier runs left, read now (attributed by arrival time, not by this read)
         text = get_metrics(self.base)
-        self.snap, self.hist = sm.snapshot(text, "tiny"), hist_snapshot(text)
+        self.snap, self.hist = sm.snapshot(text, SERVED), hist_snapshot(text)
         self.cache = cache_snapshot(text)
         self.pids = server_pids()
         self.scpu, self.busy = proc_cpu(self.pids), sys_busy()
         self.children, self.me = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
         self.t0, self.m0 = time.time(), time.monotonic()
+        if GPU is not None:
+            GPU.start()
         return self
 
     def __exit__(self, *exc):
         self.wall = time.monotonic() - self.m0
+        self.gpu = GPU.stop() if GPU is not None else None
         ch, me = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
         self.client_cpu_s = round(ch.ru_utime + ch.ru_stime - self.children.ru_utime - self.children.ru_stime +
                                   me.ru_utime + me.ru_stime - self.me.ru_utime - self.me.ru_stime, 3)
@@ -315,7 +425,7 @@ class Around(object):
                 break
             time.sleep(0.2)
         text = get_metrics(self.base)
-        self.delta = sm.delta(self.snap, sm.snapshot(text, "tiny"))["counters"]
+        self.delta = sm.delta(self.snap, sm.snapshot(text, SERVED))["counters"]
         self.hists = hist_delta(self.hist, hist_snapshot(text))
         self.cache_after = cache_delta(self.cache, cache_snapshot(text))
         return False
@@ -327,7 +437,7 @@ class Around(object):
                 "cores_busy": self.cores_busy, "server_reqs": server, "server_per_request": per_req,
                 "server_main": gx.window(self.requests, warmups), "warmups": warmups, "server_cache": self.cache_after,
                 "flushed": self.flushed, "counter_tok_s": round(gen / duration, 1) if gen and duration else None,
-                "t0": self.t0, "run_wall_s": round(self.wall, 3)}
+                "t0": self.t0, "run_wall_s": round(self.wall, 3), "gpu": self.gpu}
 
 
 class Prompts(object):
@@ -342,7 +452,7 @@ class Prompts(object):
         return [self.tok.decode([rng.choice(self.vocab) for _ in range(IN_LEN)]) for _ in range(n)]
 
     def bodies(self, n, seed):
-        return [bench_client.build_payload("completions", "tiny", t, OUT_LEN, ignore_eos=True)
+        return [bench_client.build_payload("completions", SERVED, t, OUT_LEN, ignore_eos=True)
                 for t in self.texts(n, seed)]
 
     def dataset(self, n, seed, where):
@@ -384,7 +494,7 @@ def run_ours(base, prompts, reqlog, conc, n, seed, flush=False):
 def anchor_argv(base, model_dir, conc, n, seed, outfile, backend="sglang-oai", dataset_path=None):
     """bench_serving's command line (sglang 0.5.17 python/sglang/benchmark/serving.py cli_main): ``dataset_path``, a
     ``custom`` dataset of our prompts; without it its own ``random-ids`` prompts."""
-    argv = ["--backend", backend, "--base-url", base, "--model", "tiny", "--tokenizer", model_dir,
+    argv = ["--backend", backend, "--base-url", base, "--model", SERVED, "--tokenizer", model_dir,
             "--num-prompts", str(n), "--max-concurrency", str(conc), "--disable-tqdm",
             "--warmup-requests", str(ANCHOR_WARMUPS), "--output-file", outfile, "--seed", str(seed)]
     if dataset_path:
@@ -541,16 +651,21 @@ def summary(rows):
 
 
 def main():
+    global SERVED, GPU
     ap = argparse.ArgumentParser()
     ap.add_argument("--base-url", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--model-dir", default=os.path.join(WORKDIR, "model"))
     ap.add_argument("--plan", default="default", choices=sorted(PLANS))
+    ap.add_argument("--served-name", default=SERVED, help="the server's --served-model-name")
+    ap.add_argument("--no-gpu", action="store_true", help="no NVML sampling (a machine without a GPU)")
     ap.add_argument("--reqlog-dir", default=os.path.join(WORKDIR, "reqmetrics"))
     ap.add_argument("--restart-cmd", default="")
     ap.add_argument("--anchor-module", default="sglang.benchmark.serving")
     ap.add_argument("--budget-s", type=float, default=540.0, help="no run starts that would end after this")
     a = ap.parse_args()
+    SERVED = a.served_name
+    GPU = None if a.no_gpu else GpuSampler()
     t_start = time.monotonic()
     os.makedirs(a.out, exist_ok=True)
     raw = open(os.path.join(a.out, "gap-raw.jsonl"), "a")
@@ -576,6 +691,8 @@ def main():
     prompts = Prompts(a.model_dir)
     anchor = Anchor(a.anchor_module, a.out)
     emit({"tool": "anchor_import", "ok": anchor.ok, "info": anchor.info})
+    emit({"tool": "gpu_sampler", "ok": GPU is not None and GPU.handle is not None,
+          "info": "no NVML sampling (--no-gpu)" if GPU is None else GPU.why})
     first_flush = PLANS[a.plan][0][4]
     emit(dict(run_ours(a.base_url, prompts, reqlog, 16, 64, 99, first_flush), c=16, num_prompts=64, round=0,
               warmup=True))
@@ -604,13 +721,13 @@ def main():
     emit({"tool": "server_requests", "records": reqlog.save(os.path.join(a.out, "server-requests.jsonl.xz"))})
     if os.path.exists(os.path.join(a.out, "anchor-tmp.jsonl")):
         os.remove(os.path.join(a.out, "anchor-tmp.jsonl"))
-    table = summary(rows) + "\n\n" + gx.report(
-        [gx.analyse_run(r, reqlog.seen) for r in rows if r.get("tool") in ("ours", "anchor") and r.get("t0")
-         and not r.get("warmup")])
+    runs = [r for r in rows if r.get("tool") in ("ours", "anchor") and r.get("t0") and not r.get("warmup")]
+    table = (summary(rows) + "\n\n" + gx.report([gx.analyse_run(r, reqlog.seen) for r in runs]) + "\n\n" +
+             sidebyside.report([sidebyside.analyse(r, reqlog.seen) for r in runs]))
     with open(os.path.join(a.out, "gap-summary.txt"), "w") as f:
         f.write("plan %s; %s; total %.0f s\n" % (a.plan, shlex.join(sys.argv[1:]), time.monotonic() - t_start))
         for r in rows:
-            if r.get("tool") in ("restart", "anchor_import", "server_requests"):
+            if r.get("tool") in ("restart", "anchor_import", "server_requests", "gpu_sampler"):
                 f.write(json.dumps(r) + "\n")
         f.write(table + "\n")
     print(table)

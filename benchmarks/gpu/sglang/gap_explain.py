@@ -89,7 +89,7 @@ def window(recs, warmups=0):
            "whole_span_s": round(end - all_start, 4),
            "whole_rate": round((toks + sum(r.get("completion_tokens") or 0 for r in warm)) / (end - all_start), 1)
            if end > all_start else None,
-           "warmup_requests": len(warm),
+           "warmup_requests": len(warm), "warmup_tokens": sum(r.get("completion_tokens") or 0 for r in warm),
            "idle_after_warmup_s": round(start - max(r["request_finished_ts"] for r in warm), 4) if warm else None,
            "tpot_p50_ms": round(median(tpot), 3) if tpot else None,
            "ttft_p50_ms": round(median(ttft), 2) if ttft else None,

@@ -78,6 +78,9 @@ def main():
                     help="the campaign's options name the model (model-path; the accuracy experiment's damaged copies, "
                          "device.sh damage); without it the launcher sets --model")
     ap.add_argument("--port", type=int, default=30000)
+    ap.add_argument("--max-total-tokens", type=int, default=MANAGED["max-total-tokens"],
+                    help="the KV pool's tokens (the tiny model's 65536); 0: SGLang sizes it from mem-fraction-static")
+    ap.add_argument("--served-name", default=MANAGED["served-model-name"], help="--served-model-name")
     ap.add_argument("--deadline-s", type=float, default=480, help="no candidate starts after this many seconds")
     ap.add_argument("--estimate-s", type=float, default=150, help="a candidate's time until one is measured")
     ap.add_argument("--ready-timeout", type=int, default=180)
@@ -98,7 +101,9 @@ def main():
     host = tune_loop.LauncherHost(os.path.join(a.state_dir, "launcher"), lkg_dir=os.path.join(a.state_dir, "last-known-good"),
                                   say=say)
     parser = tune_loop.EngineParser(sys.executable)
-    managed = dict(MANAGED, port=a.port)
+    managed = dict(MANAGED, port=a.port, **{"served-model-name": a.served_name, "max-total-tokens": a.max_total_tokens})
+    if not a.max_total_tokens:
+        del managed["max-total-tokens"]
     if not a.campaign_model:
         managed["model-path"] = a.model
     summary = []
@@ -112,7 +117,7 @@ def main():
                                           meta={"engine": "sglang", "model_path": a.model})
             res = loop.report_only() if a.report_only else loop.run()
             summary.append({"campaign": res["plan"]["name"], "reason": res["report"]["reason"], "cut_off": res["cut_off"],
-                            "restored": res["restored"]})
+                            "restored": res["restored"], "adopted": res.get("adopted")})
             if res["cut_off"]:
                 break
     except (tune_loop.LoopError, CampaignError) as exc:

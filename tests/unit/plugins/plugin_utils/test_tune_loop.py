@@ -109,6 +109,36 @@ def test_campaign_rejects_classifies_picks_a_winner_and_ends_on_last_known_good(
     assert {"results.md", "results.json", "results.csv", "winner.yml", "state.jsonl"} <= set(files)
 
 
+def test_the_winner_is_adopted_through_the_deploy_gate_or_last_known_good_stays(engine, tmp_path):
+    """adopt: the winner deployed again through the gate and recorded as last-known-good (an ``adopt`` event in the
+    state); a winner that fails the gate is not adopted and the transaction's rollback leaves last-known-good
+    serving. run() adopts only when the campaign enables it and found a winner."""
+    loop, host, lines = engine(dict(FIRST, adopt={"enabled": False, "min_improvement": 0.05, "max_regression": 0.5}))
+    out = loop.run()
+    assert out["adopted"] is None and host.inspect()["lkg"]["argv"] == loop.units[0][0]  # disabled: base restored
+    res = loop.adopt({"index": 1, "name": "disable-cuda-graph=False"})
+    assert res["adopted"] is True and res["index"] == 1, res
+    assert host.inspect()["lkg"]["argv"] == loop.units[1][0] and host.inspect()["live_is_lkg"] and health(loop) == 200
+    events = [json.loads(line) for line in open(state_path(str(tmp_path / "state"), "first"))]
+    assert [e["index"] for e in events if e.get("event") == "adopt"] == [1]
+    res = loop.adopt({"index": 3, "name": "attention-backend=fa3"})  # fails to start: rolled back
+    assert res["adopted"] is False and "winner 3 not adopted" in res["message"], res
+    assert host.inspect()["lkg"]["argv"] == loop.units[1][0] and health(loop) == 200
+    # run() with adoption enabled and a winner in the report: adopt is called with it, restore is not
+    seen = []
+    loop2, host2, lines2 = engine(dict(FIRST, adopt={"enabled": True, "min_improvement": 0.05, "max_regression": 0.5}))
+    real_tune = loop2.tune
+
+    def tune_with_a_winner(action, **kw):
+        res = real_tune(action, **kw)
+        return dict(res, winner={"index": 1, "name": "x"}) if action == "report" else res
+
+    loop2.tune = tune_with_a_winner
+    loop2.adopt = lambda winner: seen.append(winner["index"]) or {"adopted": True, "index": winner["index"]}
+    out2 = loop2.run()
+    assert seen == [1] and out2["adopted"]["adopted"] is True and out2["restored"] is None
+
+
 def test_crash_memory_carries_over_to_the_next_campaign(engine, tmp_path):
     engine(FIRST)[0].run()
     second = campaign("second", {"attention-backend": ["fa3"], "schedule-conservativeness": [0.5]})

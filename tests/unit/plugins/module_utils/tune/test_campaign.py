@@ -154,3 +154,18 @@ def test_h200_campaign_d_keeps_the_rules_and_gates_host_side_candidates_by_greed
     assert [x["delta"] for x in d["candidates"][1:]] == [
         {"stream-interval": 8}, {"stream-interval": 32}, {"disable-radix-cache": True}]
     assert [x["accuracy_checks"] for x in d["candidates"][1:]] == [["greedy"]] * 3
+
+
+def test_h200_gpubound_campaign_gates_fp8_first_then_shapes_prefill_and_graphs():
+    """campaigns/h200-gpubound.yml: the GPU-bound launch's base, the FP8 KV cache first (the accuracy gate's case, so
+    that a short session measures it), then mixed chunks, a smaller prefill chunk, fewer running requests and CUDA
+    graphs off, one at a time, realistic prompts, every candidate gated by both accuracy checks against the base."""
+    with open(os.path.join(ROOT, "campaigns/h200-gpubound.yml")) as f:
+        g = tc.load(yaml.safe_load(f))
+    assert [x["delta"] for x in g["candidates"][1:]] == [
+        {"kv-cache-dtype": "fp8_e4m3"}, {"enable-mixed-chunk": True}, {"chunked-prefill-size": 4096},
+        {"max-running-requests": 128}, {"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"}]
+    assert g["workload"]["concurrency"] == [1, 64, 256] and g["workload"]["input_len"] == 512
+    assert g["accuracy"]["lkg_checks"] == ["score", "greedy"]
+    assert g["adopt"]["enabled"] is True and g["adopt"]["min_improvement"] == 0.05  # a real winner is adopted
+    assert [x["accuracy_checks"] for x in g["candidates"][1:]] == [["score", "greedy"]] * 5
