@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from ansible_collections.gpuhost.sglang.tests import harness
@@ -97,14 +98,23 @@ def render(tmp_path, box, nvml):
         return json.load(fh)
 
 
-def test_sm120_box_without_pynvml_gets_the_sm120_profile_and_kernel_proof(tmp_path):
+@pytest.fixture(scope="module")
+def sm120_fresh(tmp_path_factory):
     """A fresh seeds' box: the system Python has no nvidia-ml-py, the PCI bus shows 8x 10de:2bb5."""
-    out = render(tmp_path, "sm120-8x-2socket", None)
-    assert out["arch"] == "12.0"
-    assert out["options"].get("disable-shared-experts-fusion") is True
-    assert out["options"].get("dsa-decode-backend") == "flashinfer_sparse_mla"
-    assert out["gpu_archs"] == ["sm_120"]
-    assert out["environment"].get("SGLANG_ENABLE_JIT_DEEPGEMM") == "0"
+    return render(tmp_path_factory.mktemp("sm120"), "sm120-8x-2socket", None)
+
+
+def test_sm120_box_without_pynvml_gets_the_sm120_profile(sm120_fresh):
+    """F1: the profile is applied, not dropped with a note."""
+    assert sm120_fresh["arch"] == "12.0"
+    assert sm120_fresh["options"].get("disable-shared-experts-fusion") is True
+    assert sm120_fresh["options"].get("dsa-decode-backend") == "flashinfer_sparse_mla"
+
+
+def test_sm120_box_without_pynvml_toolchain_proof_targets_sm120_in_the_profile_env(sm120_fresh):
+    """N4: the kernel proof builds for sm_120, in the unit's environment with the profile's variables."""
+    assert sm120_fresh["gpu_archs"] == ["sm_120"]
+    assert sm120_fresh["environment"].get("SGLANG_ENABLE_JIT_DEEPGEMM") == "0"
 
 
 def test_h200_recording_gets_sm90(tmp_path):

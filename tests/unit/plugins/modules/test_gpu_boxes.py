@@ -15,7 +15,6 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import gpu_arch
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import link_probe
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nccl as gpu_nccl
 from ansible_collections.gpuhost.sglang.plugins.modules import gpu_facts
@@ -39,7 +38,8 @@ def smi(box):
 
 def read(box, nvml=True, probe=None, overrides=None, root=None):
     replay = fake_nvml.CallReplayNVML.from_file(box_path(box, "nvml.json")) if nvml else None
-    return gpu_facts.gather(replay, root or box_path(box, "root"), smi=smi(box), link_probe=probe, nccl_overrides=overrides)
+    extra = {"link_probe": probe} if probe is not None else {}
+    return gpu_facts.gather(replay, root or box_path(box, "root"), smi=smi(box), nccl_overrides=overrides, **extra)
 
 
 def as_dict(settings):
@@ -104,6 +104,7 @@ def test_no_pynvml_the_pci_bus_names_the_architecture(monkeypatch, capsys, box, 
 
 
 def test_nvml_wins_over_pci_and_the_override_over_both():
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import gpu_arch
     facts = read("sm120-8x-2socket")
     assert gpu_arch.resolve(facts)["source"] == "nvml"
     assert "8 GPU(s) (NVIDIA RTX PRO 6000 Blackwell Server Edition)" in gpu_arch.resolve(facts)["evidence"]
@@ -130,6 +131,7 @@ def test_unknown_nvidia_device_stops_naming_the_override(monkeypatch, capsys, tm
 
 
 def test_bad_override_names_the_allowed_values():
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import gpu_arch
     with pytest.raises(gpu_arch.GpuArchUnknown, match="sglang_gpu_arch='blackwell' is not an architecture; allowed: auto"):
         gpu_arch.resolve(read("sm120-8x-2socket"), "blackwell")
 
@@ -138,7 +140,7 @@ def test_vfio_guest_is_not_widened_on_nvml_alone():
     """F6: NVML says P2P OK inside a VFIO guest; without a measured, passing probe NCCL keeps its default."""
     facts = read("sm120-8x-vfio-guest")
     assert facts["virtualization"] == "passthrough"
-    assert as_dict(facts["nccl"]) == {"NCCL_IB_DISABLE": "1"}
+    assert as_dict(facts["nccl"]) == {"NCCL_IB_DISABLE": "1"}, facts["nccl"]
     assert "without a measured, passing gpu_link_probe" in facts["nccl_p2p"]["evidence"]
     assert "src/graph/paths.cc" in facts["nccl_p2p"]["evidence"]
 
