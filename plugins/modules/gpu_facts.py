@@ -73,6 +73,9 @@ options:
     description:
       - A registered C(gpuhost.sglang.gpu_link_probe) result; its P2P state (ok or the slow pairs) becomes part of
         RV(health) on multi-GPU hosts.
+      - It also decides the NCCL P2P level (RV(nccl_p2p)) - on a virtualized host (VFIO, vGPU) P2P is widened only to
+        the widest topology level whose measured pairs all passed, never on NVML's word alone; on bare metal and in
+        LXC it caps the level NVML allows.
     type: dict
   sysfs_root:
     description:

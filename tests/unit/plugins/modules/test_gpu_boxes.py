@@ -172,8 +172,10 @@ def test_two_socket_box_level_is_the_one_the_probe_measured_best():
     assert as_dict(facts["nccl"])["NCCL_P2P_LEVEL"] == "PHB"
 
 
-def test_a_probe_with_a_failed_all_reduce_widens_nothing_in_a_guest():
+def test_the_pair_copies_decide_a_slow_all_reduce_is_noted():
+    """The all-reduce ran under the NCCL settings of the time (in a guest: no P2P); the peer copies measure P2P."""
     facts = read("sm120-8x-vfio-guest")
     probe = measured(facts, {"PHB": 48.0}, busbw=1.0)
     assert probe["allreduce_gate"]["failed"]
-    assert gpu_nccl.p2p_decision(facts, probe)["setting"]["name"] == "NCCL_P2P_DISABLE"
+    decision = gpu_nccl.p2p_decision(facts, probe)
+    assert decision["setting"]["value"] == "PHB" and "all-reduce below its gate" in decision["evidence"]
