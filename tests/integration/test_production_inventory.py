@@ -181,7 +181,7 @@ def test_production_unit_requires_the_nccl_file_and_carries_the_profile_environm
     nccl = str(tmp_path / "glm5-ct" / "nccl.env")
     # required (no "-"), written by the nccl role that ran, read before the role's own file so sglang_environment wins
     assert files == [nccl, "/etc/sglang/sglang.env"], files
-    # the seeds' box (tests/fixtures/gpu-boxes/sm120-8x-2socket): NVML P2P OK up to SYS in the container (bare metal PCIe)
+    # the target box (tests/fixtures/gpu-boxes/sm120-8x-2socket): NVML P2P OK up to SYS in the container (bare metal PCIe)
     assert "NCCL_P2P_LEVEL=SYS" in (tmp_path / "glm5-ct" / "nccl.env").read_text().splitlines()
     exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
     for piece in ("--tool-call-parser glm47", "--reasoning-parser glm45", "--kv-cache-dtype fp8_e4m3",

@@ -100,7 +100,7 @@ def render(tmp_path, box, nvml):
 
 @pytest.fixture(scope="module")
 def sm120_fresh(tmp_path_factory):
-    """A fresh seeds' box: the system Python has no nvidia-ml-py, the PCI bus shows 8x 10de:2bb5."""
+    """A fresh target box: the system Python has no nvidia-ml-py, the PCI bus shows 8x 10de:2bb5."""
     return render(tmp_path_factory.mktemp("sm120"), "sm120-8x-2socket", None)
 
 
