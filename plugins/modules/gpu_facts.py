@@ -73,12 +73,28 @@ options:
     description:
       - A registered C(gpuhost.sglang.gpu_link_probe) result; its P2P state (ok or the slow pairs) becomes part of
         RV(health) on multi-GPU hosts.
+      - It also decides the NCCL P2P level (RV(nccl_p2p)) - on a virtualized host (VFIO, vGPU) P2P is widened only to
+        the widest topology level whose measured pairs all passed, never on NVML's word alone; on bare metal and in
+        LXC it caps the level NVML allows.
     type: dict
   sysfs_root:
     description:
       - Root under which C(sys/bus/pci/devices) and C(proc/cpuinfo) are read (tests point it at a fake tree).
     type: path
     default: /
+  gpu_arch:
+    description:
+      - The architecture override (the serving role's C(sglang_gpu_arch)) for RV(gpu_arch_resolution) - C(auto) to
+        detect (NVML, then the PCI device-ID floor), C("") for no GPU profile, or a compute capability (C("12.0")) or
+        sm value (C(sm_120)).
+    type: str
+    default: auto
+  require_arch:
+    description:
+      - Fail (before anything else reads the facts) when the PCI bus shows NVIDIA GPUs and no architecture can be
+        derived, naming the devices and the override C(sglang_gpu_arch).
+    type: bool
+    default: false
 notes:
   - Supports check mode; it changes nothing.
 extends_documentation_fragment:
@@ -227,6 +243,24 @@ nccl:
     - name: NCCL_IB_DISABLE
       value: "1"
       reason: "no InfiniBand/RoCE device under /sys/class/infiniband: skip the IB transport probe"
+pci_compute_capability:
+  description: Compute capability of the PCI GPUs from the built-in device-ID table (plugins/module_utils/gpu/pci_arch.py
+    C(PCI_GPU_TABLE)), C(mixed) when they differ, null when unknown or none; needs no driver and no pynvml.
+  returned: always
+  type: str
+  sample: "12.0"
+gpu_arch_resolution:
+  description: The architecture the serving profile, the toolchain proof and NCCL are for
+    (plugins/module_utils/gpu/gpu_arch.py) - C(compute_capability), C(sm), C(source) (override, nvml, pci or none),
+    C(evidence), and C(error) when it cannot be derived.
+  returned: always
+  type: dict
+  sample: {compute_capability: "12.0", sm: sm_120, source: pci, evidence: "PCI: 8 NVIDIA GPU(s) 10de:2bb5 -> compute capability 12.0"}
+nccl_p2p:
+  description: The P2P decision behind RV(nccl) with its evidence (C(setting), C(source) nvml, gpu_link_probe, nccl default
+    or none, C(evidence)); a virtualized host is widened only on a passing O(link_probe).
+  returned: always
+  type: dict
 ib_devices:
   description: InfiniBand/RoCE devices (names under /sys/class/infiniband).
   returned: always
@@ -275,6 +309,7 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nccl as 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import pci_arch as gpu_pci_arch
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import health as gpu_health
+from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import gpu_arch as gpu_arch_mod
 
 try:
     import pynvml
@@ -289,7 +324,8 @@ except ImportError:
 RESULT_KEYS = ("changed", "failed", "msg", "invocation", "ansible_facts", "skipped", "warnings", "deprecations")
 
 
-def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None, smi=None, health=None):
+def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None, smi=None, health=None, link_probe=None,
+           gpu_arch="auto"):
     """Facts dict; a missing library or driver yields gpu_count 0 with the reason. PCI GPUs are always listed.
     ``smi()`` -> (rc, stdout, stderr) of plain `nvidia-smi`: where NVML cannot be read through pynvml, its header
     still gives the driver version and the CUDA version the driver supports. ``health``: None (not read) or
@@ -316,8 +352,17 @@ def gather(nvml, sysfs_root="/", pci_table=None, given=None, nccl_overrides=None
     facts["pci_nvswitch_count"] = len(gpu_pci_arch.scan(sysfs_root, [], kind="nvswitch"))
     archs = sorted(set(g["arch"] for g in facts["pci_gpus"]))
     facts["pci_arch"] = archs[0] if len(archs) == 1 else ("mixed" if archs else None)
+    ccs = sorted(set(g["compute_capability"] or "unknown" for g in facts["pci_gpus"]))
+    facts["pci_compute_capability"] = (ccs[0] if ccs[0] != "unknown" else None) if len(ccs) == 1 else ("mixed" if ccs else None)
+    try:
+        facts["gpu_arch_resolution"] = gpu_arch_mod.resolve(facts, gpu_arch)
+        facts["gpu_arch_resolution"]["error"] = None
+    except gpu_arch_mod.GpuArchUnknown as exc:
+        facts["gpu_arch_resolution"] = {"compute_capability": None, "sm": None, "source": None, "evidence": None,
+                                        "error": str(exc)}
     facts["ib_devices"] = gpu_nccl.ib_devices(sysfs_root)
-    facts["nccl"] = gpu_nccl.settings(facts, facts["ib_devices"], nccl_overrides)
+    facts["nccl_p2p"] = gpu_nccl.p2p_decision(facts, link_probe)
+    facts["nccl"] = gpu_nccl.settings(facts, facts["ib_devices"], nccl_overrides, probe=link_probe)
     return facts
 
 
@@ -333,6 +378,8 @@ def main():
             health=dict(type="bool", default=True),
             kernel_log=dict(type="path", default="/dev/kmsg"),
             link_probe=dict(type="dict"),
+            gpu_arch=dict(type="str", default="auto"),
+            require_arch=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -352,9 +399,12 @@ def main():
                   "link_probe": module.params["link_probe"]}
     try:
         facts = gather(pynvml if HAS_PYNVML else None, module.params["sysfs_root"], module.params["pci_arch_table"],
-                       module.params["facts"], module.params["nccl_overrides"], smi=smi, health=health)
+                       module.params["facts"], module.params["nccl_overrides"], smi=smi, health=health,
+                       link_probe=module.params["link_probe"], gpu_arch=module.params["gpu_arch"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    if module.params["require_arch"] and facts["gpu_arch_resolution"]["error"]:
+        module.fail_json(msg=facts["gpu_arch_resolution"]["error"], **facts)
     if module.params["require_gpus"]:
         if not HAS_PYNVML and not module.params["facts"]:
             module.fail_json(msg=missing_required_lib("nvidia-ml-py") + " (require_gpus is true)",

@@ -9,9 +9,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 from types import SimpleNamespace
 
 MIB = 1024 * 1024
+
+
+ERROR_TEXT = {1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 9: "Driver Not Loaded", 10: "Timeout",
+              12: "NVML Shared Library Not Found"}
 
 
 class FakeNVMLError(Exception):
@@ -20,8 +25,7 @@ class FakeNVMLError(Exception):
         self.value = value
 
     def __str__(self):
-        return {1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 9: "Driver Not Loaded", 10: "Timeout",
-                12: "NVML Shared Library Not Found"}.get(self.value, "Unknown Error %d" % self.value)
+        return ERROR_TEXT.get(self.value, "Unknown Error %d" % self.value)
 
 
 class FakeNVML(object):
@@ -347,3 +351,54 @@ def _replay_getter(key):
 for _name in ("CurrPcieLinkGeneration", "MaxPcieLinkGeneration", "CurrPcieLinkWidth", "MaxPcieLinkWidth",
               "RetiredPagesPendingStatus", "RemappedRows", "PersistenceMode"):
     setattr(ReplayNVML, "nvmlDeviceGet" + _name, _replay_getter(_name))
+
+
+class UnrecordedCall(AssertionError):
+    """The code made an NVML call the recording does not hold (strict replay)."""
+
+
+class CallReplayNVML(object):
+    """NVML answering from a JSON of the calls gpu_facts makes (tests/fixtures/gpu-boxes/<box>/nvml.json, written by
+    benchmarks/gpu/record_nvml.py on a real box or by tests/fixtures/gpu-boxes/assemble.py). Each call, written
+    ``nvmlDeviceGetName(0)`` (handles are their index), maps to what nvidia-ml-py returned: a value, a list for a
+    tuple, a dict for a ctypes structure, or ``{"error": "Not Supported"}`` for an NVMLError. ``strict``: a call the
+    file does not hold raises UnrecordedCall (unit tests see every call); otherwise NVML's Not Supported."""
+
+    NVML_NVLINK_MAX_LINKS = 18
+    NVMLError = FakeNVMLError
+
+    def __init__(self, calls, strict=True):
+        self._calls = calls
+        self._strict = strict
+        self.made = []
+
+    @classmethod
+    def from_file(cls, path, strict=True):
+        with open(path) as fh:
+            return cls(json.load(fh)["calls"], strict=strict)
+
+    def answer(self, name, args):
+        key = "%s(%s)" % (name, ",".join(str(a) for a in args))
+        self.made.append(key)
+        if key not in self._calls:
+            if name in ("nvmlInit", "nvmlShutdown"):
+                return None
+            if name == "nvmlDeviceGetHandleByIndex":
+                return args[0]
+            if self._strict:
+                raise UnrecordedCall("NVML call %s is not in the recording" % key)
+            raise FakeNVMLError(3)
+        value = self._calls[key]
+        if isinstance(value, dict) and set(value) == {"error"}:
+            codes = dict((text, code) for code, text in ERROR_TEXT.items())
+            raise FakeNVMLError(codes.get(value["error"], 999))
+        if isinstance(value, dict):
+            return SimpleNamespace(**value)
+        if isinstance(value, list):
+            return tuple(value)
+        return value
+
+    def __getattr__(self, name):
+        if not name.startswith("nvml"):
+            raise AttributeError(name)
+        return lambda *args: self.answer(name, args)

@@ -111,11 +111,16 @@ def test_nccl_role_runs_where_the_server_runs(play):
     assert not [p for p in plays(out) if NCCL_ENV_TASK in p["tasks"] and "pve-gpu1" in p["hosts"]]
 
 
-def gpu_yml(*extra):
-    """playbooks/gpu.yml's driver-mode decision for every production host, run on this controller (no host is
-    contacted: the decision needs only inventory variables and the gathered facts)."""
-    return playbook("-i", "inventories/production", "playbooks/gpu.yml", "--tags", "driver_mode",
+def gpu_yml_tags(tags, *extra):
+    """playbooks/gpu.yml's decisions (``tags``) for every production host, run on this controller (no host is
+    contacted: the decisions need only inventory variables and the gathered facts)."""
+    return playbook("-i", "inventories/production", "playbooks/gpu.yml", "--tags", tags,
                     "-e", "ansible_connection=local", "-e", "ansible_python_interpreter=" + sys.executable, *extra)
+
+
+def gpu_yml(*extra):
+    """playbooks/gpu.yml's driver-mode decision for every production host."""
+    return gpu_yml_tags("driver_mode", *extra)
 
 
 def test_gpu_yml_runs_the_driver_in_container_mode_inside_the_container():
@@ -125,6 +130,16 @@ def test_gpu_yml_runs_the_driver_in_container_mode_inside_the_container():
     modes = dict(re.findall(r"driver mode of (\S+): (\w+)", out))
     assert modes == {"glm5-ct": "container", "pve-gpu1": "host"}, out[-4000:]
     assert "kernel module lives on pve-gpu1" in out
+
+
+def test_gpu_yml_probes_with_the_engine_interpreter_and_skips_the_lxc_mode_node():
+    """The link probe needs torch and nvidia-ml-py: on the serving container the engine venv has both (the system
+    Python has neither); the Proxmox node in LXC mode has no torch at all and is skipped with the reason."""
+    rc, out = gpu_yml_tags("probe_plan")
+    assert rc == 0, out[-4000:]
+    flat = " ".join(out.split())
+    assert "link probe on glm5-ct with /opt/sglang/venv-sglang-0.5.23/bin/python" in flat, out[-4000:]
+    assert "link probe skipped on pve-gpu1: a Proxmox VE host in LXC mode has no torch" in flat, out[-4000:]
 
 
 def _controller_is_a_container():
@@ -166,11 +181,12 @@ def test_production_unit_requires_the_nccl_file_and_carries_the_profile_environm
     nccl = str(tmp_path / "glm5-ct" / "nccl.env")
     # required (no "-"), written by the nccl role that ran, read before the role's own file so sglang_environment wins
     assert files == [nccl, "/etc/sglang/sglang.env"], files
-    assert (tmp_path / "glm5-ct" / "nccl.env").read_text().count("NCCL_") >= 2
+    # the target box (tests/fixtures/gpu-boxes/sm120-8x-2socket): NVML P2P OK up to SYS in the container (bare metal PCIe)
+    assert "NCCL_P2P_LEVEL=SYS" in (tmp_path / "glm5-ct" / "nccl.env").read_text().splitlines()
     exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
     for piece in ("--tool-call-parser glm47", "--reasoning-parser glm45", "--kv-cache-dtype fp8_e4m3",
                   "--dsa-decode-backend flashinfer_sparse_mla", "--disable-custom-all-reduce", "--tp-size 8",
-                  "--enable-metrics"):  # sglang_metrics, accepted by the engine's own parser
+                  "--disable-shared-experts-fusion", "--enable-metrics"):  # sglang_metrics, accepted by the engine's own parser
         assert piece in exec_start, (piece, exec_start)
     assert "SECRET" not in unit
     assert 'SGLANG_ENABLE_JIT_DEEPGEMM="0"' in env.splitlines()

@@ -20,6 +20,28 @@ GPU_CLASSES = (0x0300, 0x0302, 0x0380)
 # NVSwitch chips enumerate as PCI class 0x0680 (bridge, other) with vendor 10de
 NVSWITCH_CLASS = 0x0680
 
+# Built-in device-ID ranges (vendor 10de) per chip -> architecture and CUDA compute capability, used when the caller
+# passes no table and for the compute capability of every scanned GPU. Sources: the PCI ID database (pci.ids, NVIDIA
+# section: chip names per device ID, e.g. "2bb5 GB202GL [RTX PRO 6000 Blackwell Server Edition]", "2335 GH100
+# [H200 SXM 141GB]"); NVIDIA's "CUDA GPU Compute Capability" table (developer.nvidia.com/cuda-gpus: RTX PRO 6000
+# Blackwell and GeForce RTX 50 12.0, B200 10.0, B300 10.3, H100/H200 9.0, L40S/L4 8.9, A10/A6000 8.6, A100 8.0).
+# The same chip ranges as roles/nvidia_driver/vars/main.yml nvidia_driver_pci_arch_table (which has no capability).
+# Unverified: that every device of 0x2b00-0x2fff is SM120 (GB10/DGX Spark is 12.1; its device ID was not found) and
+# the B300 range; where wrong, sglang_gpu_arch overrides.
+PCI_GPU_TABLE = (
+    {"start": "0x1db0", "end": "0x1dbf", "arch": "Volta", "chip": "GV100", "compute_capability": "7.0"},
+    {"start": "0x1e00", "end": "0x1fff", "arch": "Turing", "chip": "TU102..TU117", "compute_capability": "7.5"},
+    {"start": "0x2180", "end": "0x21ff", "arch": "Turing", "chip": "TU116/TU117", "compute_capability": "7.5"},
+    {"start": "0x20b0", "end": "0x20ff", "arch": "Ampere", "chip": "GA100", "compute_capability": "8.0"},
+    {"start": "0x2200", "end": "0x22ff", "arch": "Ampere", "chip": "GA102", "compute_capability": "8.6"},
+    {"start": "0x2300", "end": "0x23ff", "arch": "Hopper", "chip": "GH100", "compute_capability": "9.0"},
+    {"start": "0x2400", "end": "0x25ff", "arch": "Ampere", "chip": "GA103..GA107", "compute_capability": "8.6"},
+    {"start": "0x2680", "end": "0x28ff", "arch": "Ada Lovelace", "chip": "AD102..AD107", "compute_capability": "8.9"},
+    {"start": "0x2900", "end": "0x29ff", "arch": "Blackwell", "chip": "GB100/GB102", "compute_capability": "10.0"},
+    {"start": "0x2b00", "end": "0x2fff", "arch": "Blackwell", "chip": "GB202..GB207", "compute_capability": "12.0"},
+    {"start": "0x3100", "end": "0x31ff", "arch": "Blackwell", "chip": "GB110", "compute_capability": "10.3"},
+)
+
 
 def _hex(value):
     if isinstance(value, int):
@@ -49,11 +71,28 @@ def arch_for_device(device_id, table):
     return "unknown"
 
 
+def cc_for_device(device_id):
+    """Compute capability ('12.0') of an NVIDIA device ID from PCI_GPU_TABLE, or None."""
+    device_id = _hex(device_id)
+    for entry in PCI_GPU_TABLE:
+        if _hex(entry["start"]) <= device_id <= _hex(entry["end"]):
+            return entry["compute_capability"]
+    return None
+
+
+def _read(path, name):
+    try:
+        with open(os.path.join(path, name)) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
 def scan(sysfs_root, table, kind="gpu"):
     """NVIDIA display/3D PCI functions (kind='gpu') or NVSwitches (kind='nvswitch') under
     <sysfs_root>/sys/bus/pci/devices, with their architecture."""
     classes = GPU_CLASSES if kind == "gpu" else (NVSWITCH_CLASS,)
-    table = validate_table(table)
+    table = validate_table(table or list(PCI_GPU_TABLE))
     base = os.path.join(sysfs_root, "sys", "bus", "pci", "devices")
     found = []
     try:
@@ -76,8 +115,11 @@ def scan(sysfs_root, table, kind="gpu"):
         driver = None
         if os.path.islink(os.path.join(path, "driver")):
             driver = os.path.basename(os.readlink(os.path.join(path, "driver")))
+        numa = _read(path, "numa_node")
         found.append({"bus_id": bdf.lower(), "vendor_id": "10de", "device_id": "%04x" % device,
-                      "arch": arch_for_device(device, table), "driver": driver})
+                      "arch": arch_for_device(device, table), "compute_capability": cc_for_device(device),
+                      "numa_node": int(numa) if numa not in (None, "") and numa.lstrip("-").isdigit() else None,
+                      "driver": driver})
     return found
 
 

@@ -8,6 +8,9 @@ h200-recorded    the nvidia-h200 machine's own NVML answers (tests/unit/plugins/
                  h200_nvml_health_raw.json): at idle for the first reading, after load for every later one
 h200-throttles   a healthy H200 for the first reading (harness.fake_nvml.h200_box), thermal throttle from the
                  second (harness.fake_nvml.thermal_throttle_box): GPUs that degrade during a run
+replay           every reading answers from the nvml.json GPUHOST_NVML_REPLAY names (a box of tests/fixtures/gpu-boxes,
+                 harness.fake_nvml.CallReplayNVML; calls the file does not hold answer Not Supported); the mode
+                 when GPUHOST_NVML_REPLAY is set
 """
 
 from __future__ import absolute_import, division, print_function
@@ -34,11 +37,16 @@ def _recorded(which):
         return fake_nvml.ReplayNVML(json.load(fh)[which])
 
 
+def _replay():
+    return fake_nvml.CallReplayNVML.from_file(os.environ["GPUHOST_NVML_REPLAY"], strict=False)
+
+
 _MODES = {
     "h200-recorded": (lambda: _recorded("before"), lambda: _recorded("after_load")),
     "h200-throttles": (fake_nvml.h200_box, fake_nvml.thermal_throttle_box),
+    "replay": (_replay, _replay),
 }
-_MODE = os.environ.get("GPUHOST_NVML_STANDIN", "h200-recorded")
+_MODE = os.environ.get("GPUHOST_NVML_STANDIN", "replay" if os.environ.get("GPUHOST_NVML_REPLAY") else "h200-recorded")
 if _MODE not in _MODES:
     raise ImportError("GPUHOST_NVML_STANDIN=%r: allowed %s" % (_MODE, ", ".join(sorted(_MODES))))
 _state = {"reads": 0, "box": None}

@@ -45,7 +45,8 @@ def test_all_pairs_ok_allows_the_widest_path():
     assert as_dict(s)["NCCL_P2P_LEVEL"] == "SYS"
     facts["virtualization"] = "passthrough"
     s = gpu_nccl.settings(facts, ib=[])
-    assert "confirm with gpu_link_probe" in [x for x in s if x["name"] == "NCCL_P2P_LEVEL"][0]["reason"]
+    assert as_dict(s) == {"NCCL_IB_DISABLE": "1"}
+    assert "without a measured, passing gpu_link_probe" in gpu_nccl.p2p_decision(facts)["evidence"]
 
 
 def test_single_gpu_and_no_gpu():

@@ -69,7 +69,8 @@ def test_scan_sysfs(tmp_path, table):
     make_dev(tmp_path, "0000:05:00.0", "0x10de", "0x22a3", "0x068000")  # NVSwitch
     make_dev(tmp_path, "0000:31:00.0", "0x15b3", "0x1021", "0x020000")  # NIC
     gpus = pa.scan(str(tmp_path), table)
-    assert gpus == [{"bus_id": "0000:18:00.0", "vendor_id": "10de", "device_id": "2bb5", "arch": "Blackwell", "driver": "vfio-pci"}]
+    assert gpus == [{"bus_id": "0000:18:00.0", "vendor_id": "10de", "device_id": "2bb5", "arch": "Blackwell",
+                     "compute_capability": "12.0", "numa_node": None, "driver": "vfio-pci"}]
     assert [d["device_id"] for d in pa.scan(str(tmp_path), [], kind="nvswitch")] == ["22a3"]
     assert pa.scan(str(tmp_path / "missing"), table) == []
 
