@@ -409,6 +409,15 @@ results:
     client_bound:
       description: The client itself was saturated (see client_bound_reason); latency is an upper bound.
       type: bool
+    counts:
+      description:
+        - "Whether the level's token counts were verified (reason in C(counts_reason)): C(verified) (the server's
+          generated-token counter agrees), C(unchecked) (no counter read; no response claimed more tokens than the
+          text it streamed) or C(unverified) (responses claimed more tokens than their streamed text and no counter
+          confirmed it, or it disagrees). An C(unverified) level is marked C(?) in the table, its token-derived
+          metrics are not compared with the baseline and it is never recorded as one (start SGLang with
+          C(--enable-metrics) to verify)."
+      type: str
     regression:
       description: Baseline verdict of the level (status recorded/compared/replaced/kept/disabled, checks).
       type: dict

@@ -150,7 +150,8 @@ def history_line(run_id, key, res, passed):
             "peak_output_throughput": res["peak_output_throughput"], "ttft_p50_ms": res["ttft_ms"]["p50"],
             "ttft_p99_ms": res["ttft_ms"]["p99"], "tpot_p50_ms": res["tpot_ms"]["p50"],
             "itl_p99_ms": res["itl_ms"]["p99"], "errors": res["errors"], "coherent": res["coherent"],
-            "completed": res["completed"], "client_bound": res["client_bound"], "passed": passed,
+            "completed": res["completed"], "client_bound": res["client_bound"], "counts": res.get("counts"),
+            "passed": passed,
             "gpu_health": res.get("gpu_health")}
 
 
@@ -505,6 +506,9 @@ class BenchRun(object):
         agg = bench_metrics.aggregate_trials(trial_results)
         ordered = sorted(trial_results, key=lambda r: r["output_throughput"])
         res = dict(ordered[len(ordered) // 2])
+        unverified = [t for t in trial_results if t.get("counts") == "unverified"]
+        if unverified:  # one trial whose counts could not be verified makes the level's figures unverified
+            res["counts"], res["counts_reason"] = unverified[0]["counts"], unverified[0]["counts_reason"]
         res["trials"] = {"n": p["trials"], "metrics": agg}
         res["ignore_eos"] = self.use_eos
         res["queue_bound"] = self.queue_bound.get(conc)
@@ -569,19 +573,11 @@ class BenchRun(object):
         res["num_prompts"] = len(bodies)
         res["trial"] = trial + 1
         res["measured_tokens"] = mean_tokens(recs)
-        above = res["token_accounting"]["usage_above_text"]
-        if above:
-            check = dict((c["metric"], c) for c in res["server_metrics"].get("checks") or []).get("generation_tokens")
-            if check and check.get("status") == "ok":
-                self.progress("c=%d: %d responses counted more completion tokens than bytes of streamed text "
-                              "(special tokens stream no text); the server's generation-token counter (%d) confirms "
-                              "the usage (%d): usage kept" % (conc, above, check["server"], check["client"]))
-            elif not check or check.get("status") != "disagree":
-                msg = ("c=%d: %d responses counted more completion tokens than bytes of streamed text (special tokens "
-                       "stream no text); their usage was kept, unchecked: the server's token counter was not read"
-                       % (conc, above))
-                if msg not in self.warnings:
-                    self.warnings.append(msg)
+        res["counts"], res["counts_reason"] = counts_verdict(conc, res)
+        if res["counts"] == "verified" and res["token_accounting"]["usage_above_text"]:
+            self.progress("c=%d: %s: usage kept" % (conc, res["counts_reason"]))
+        elif res["counts"] == "unverified" and res["counts_reason"] not in self.warnings:
+            self.warnings.append(res["counts_reason"])
         self.progress("%s done: %.1f output tok/s, TTFT p50 %s ms, TPOT p50 %s ms, errors %s, incoherent %d%s" % (
             label, res["output_throughput"], res["ttft_ms"]["p50"], res["tpot_ms"]["p50"], res["errors"] or 0,
             res["incoherent"], ", CLIENT-BOUND (%s)" % reason if bound else ""))
@@ -607,7 +603,11 @@ class BenchRun(object):
         elif base_level is not None:
             reg["checks"] = bench_store.compare(res["trials"]["metrics"], base_level, list(p["gate_metrics"]),
                                                 p["tolerance"], floor, noise_factor=p["noise_factor"],
-                                                max_threshold=p["max_threshold"])
+                                                max_threshold=p["max_threshold"],
+                                                unverified=res.get("counts_reason") if res.get(
+                                                    "counts") == "unverified" else None)
+            if res.get("counts") == "unverified":
+                reg["counts"] = "unverified"
             reg["status"] = "compared"
             reg["passed"] = all(c["passed"] for c in reg["checks"])
             reg["baseline_run_id"] = base_level.get("run_id")
@@ -635,19 +635,24 @@ class BenchRun(object):
         if unconfirmed:
             reg["unconfirmed"] = unconfirmed
         record_ok, not_recorded = bench_health.may_record(self.health_state)
-        if p["baseline_dir"] and (p["update_baseline"] or base_level is None) and not record_ok:
+        wants_record = p["baseline_dir"] and (p["update_baseline"] or base_level is None)
+        refusal = bench_store.recordable(res.get("counts"), res.get("counts_reason")) if wants_record else None
+        if refusal:
+            reg.update(status="not_recorded", reason="c=%d: %s" % (conc, refusal))
+            self.warnings.append("c=%d: no baseline recorded: its token counts are unverified (counts_reason)" % conc)
+        elif wants_record and not record_ok:
             reg.update(status="withheld", reason="no baseline recorded: " + not_recorded)
             self.warnings.append("c=%d: %s" % (conc, reg["reason"]))
-        elif p["baseline_dir"] and (p["update_baseline"] or base_level is None) and self.health_state is not None:
+        elif wants_record and self.health_state is not None:
             # recorded by mode=finalize once the reading after the run shows the GPUs did not degrade
             reg.update(status="pending", pending_baseline={"metrics": res["trials"]["metrics"], "trials": p["trials"],
                                                            "replace": p["update_baseline"]})
             if p["update_baseline"]:
                 reg["passed"] = True
-        elif p["baseline_dir"] and (p["update_baseline"] or base_level is None):
+        elif wants_record:
             reg["status"] = bench_store.record_level(p["baseline_dir"], self.key, p["fingerprint"], self.workload,
                                                      conc, res["trials"]["metrics"], p["trials"], self.run_id,
-                                                     replace=p["update_baseline"])
+                                                     replace=p["update_baseline"], extra={"counts": res.get("counts")})
             if p["update_baseline"]:
                 reg["passed"] = True  # an explicit replacement is not a regression verdict
         res["gpu_health"] = self.health_state
@@ -660,6 +665,8 @@ class BenchRun(object):
         self.progress("c=%d %s" % (conc, verdict if reg["passed"] else reg["status"].upper()))
         if reg["status"] == "refused":
             raise BenchFailure("gpu_health", "c=%d: %s" % (conc, reg["reason"]))
+        if refusal and p["update_baseline"]:
+            raise BenchFailure("unverified_counts", "update_baseline=true: " + reg["reason"])
         if not reg["passed"]:
             raise BenchFailure("regression", regression_text(conc, reg["checks"]) + (
                 " (confirmed by %d more measurement(s): %s)" % (len(unconfirmed), ", ".join(
@@ -783,7 +790,8 @@ class BenchRun(object):
                 pb = lvl["regression"]["pending_baseline"]
                 events[k] = bench_store.record_level(
                     p["baseline_dir"], doc["key"], doc.get("fingerprint"), doc.get("workload"), int(k), pb["metrics"],
-                    pb["trials"], self.run_id, replace=pb["replace"], extra={"gpu_health": lvl.get("gpu_health")})
+                    pb["trials"], self.run_id, replace=pb["replace"],
+                    extra={"gpu_health": lvl.get("gpu_health"), "counts": lvl.get("counts")})
         bench_store.update_run(p["report_dir"], self.run_id, update)
         self.out.update(changed=True, baselines=dict(events))
         if reasons:
@@ -813,6 +821,38 @@ class BenchRun(object):
             return Result(self.out, True, "run %s has failures: %s" % (self.run_id, "; ".join(doc["failures"])),
                           self.warnings)
         return Result(self.out, warnings=self.warnings)
+
+
+# how to make the counts verifiable: the server's own generated-token counter (server_metrics.py)
+VERIFY_HINT = ("to verify them, start the server with its metrics on (SGLang: --enable-metrics) and keep "
+               "server_metrics auto or require")
+
+
+def counts_verdict(conc, res):
+    """Whether the level's token counts could be verified: (``verified`` | ``unverified`` | ``unchecked``, reason).
+
+    ``verified``: the server's generated-token counter agrees with the summed usage. ``unverified``: responses counted
+    more completion tokens than bytes of streamed text (SGLang's special tokens stream no text, and so does a lie) and
+    no counter confirmed them, or the counter disagrees. ``unchecked``: no counter read, but no response claimed more
+    tokens than the text it streamed."""
+    above = (res.get("token_accounting") or {}).get("usage_above_text") or 0
+    sm = res.get("server_metrics") or {}
+    check = dict((c["metric"], c) for c in sm.get("checks") or []).get("generation_tokens") or {}
+    if check.get("status") == "ok":
+        return "verified", "c=%d: the server's generation-token counter (%d) agrees with the usage (%d)%s" % (
+            conc, check["server"], check["client"], " (%d responses counted more completion tokens than bytes of "
+            "streamed text: special tokens)" % above if above else "")
+    if check.get("status") == "disagree":
+        return "unverified", ("c=%d: token counts unverified: the server's generation-token counter (%g) disagrees "
+                              "with the responses' usage (%g)" % (conc, check["server"], check["client"]))
+    if above:
+        return "unverified", ("c=%d: token counts unverified: %d/%d responses counted more completion tokens than "
+                              "bytes of streamed text and the server's token counter was not read (%s); special "
+                              "tokens and a server that over-reports look the same, %s" % (
+                                  conc, above, res.get("completed") or 0, sm.get("reason") or sm.get("status") or "off",
+                                  VERIFY_HINT))
+    return "unchecked", "c=%d: no server token counter read; no response counted more tokens than its streamed text" % (
+        conc)
 
 
 def token_accounting(recs, count_tokens):
