@@ -23,6 +23,9 @@ MARKS = (
     ("*", "client_bound", "TTFT p99",
      "client-bound: the benchmark client itself was saturated or lagging (client_bound_reason); latency figures are "
      "upper bounds"),
+    ("~", "first_window", "Concurrency",
+     "first-window outlier: the level's first requests were slower than the rest (first_window): it may have "
+     "measured the server's ramp; raise warmup_per_slot or min_duration_s"),
     ("?", "counts", "Output tok/s",
      "token counts unverified: the responses' usage claims more tokens than their streamed text and no server "
      "counter confirmed it (counts_reason); throughput and TPOT are the server's claim, not gated and never a "
@@ -35,6 +38,8 @@ def marked(r, mark):
     field = dict((m[0], m[1]) for m in MARKS)[mark]
     if field == "counts":
         return r.get("counts") == "unverified"
+    if field == "first_window":
+        return bool((r.get("first_window") or {}).get("outlier"))
     return bool(r.get(field))
 
 
@@ -77,8 +82,8 @@ def table_lines(levels):
         errs = r.get("errors") or {}
         verdict = "yes" if (coh == done and done) else "NO"
         errors = ", ".join("%s=%d" % kv for kv in sorted(errs.items())) if errs else "0"
-        lines.append("| %s%s | %s%s | %s | %s | %s | %s/%s%s | %s | %s | %s (%d/%d) |" % (
-            r.get("concurrency"), (" (x%d)" % ntr) if ntr > 1 else "",
+        lines.append("| %s%s%s | %s%s | %s | %s | %s | %s/%s%s | %s | %s | %s (%d/%d) |" % (
+            r.get("concurrency"), (" (x%d)" % ntr) if ntr > 1 else "", "~" if marked(r, "~") else "",
             _f(gate_value(r, "output_throughput", ("output_throughput",))), unverified,
             _f(gate_value(r, "total_throughput", ("total_throughput",))),
             _f(gate_value(r, "peak_output_throughput", ("peak_output_throughput",)), 0),

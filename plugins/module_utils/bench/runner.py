@@ -187,7 +187,8 @@ class BenchRun(object):
         self.report_dir = params["report_dir"]
         self.run_id = params["run_id"] or new_run_id()
         self.progress = Progress(self.report_dir)
-        self.out = {"changed": False, "run_id": self.run_id, "table": [], "files": [], "failure_class": "ok"}
+        self.out = {"changed": False, "run_id": self.run_id, "table": [], "legend": bench_report.legend_lines(),
+                    "files": [], "failure_class": "ok"}
         self.warnings = []
         self.levels = {}
         self.failures = []
@@ -204,6 +205,7 @@ class BenchRun(object):
         self.concurrency = []
         self.health_state = bench_health.state(params.get("gpu_health"))
         self.queue_bound = {}
+        self.warmups = {}
 
     # -- entry points -------------------------------------------------------------------------------------
 
@@ -247,9 +249,9 @@ class BenchRun(object):
                 return self.finish_probes_only()
             self.build_workload()
             self.preflight()
-            self.warmup()
             self.coherence_sample()
             for conc in self.concurrency:
+                self.warmup(conc)
                 self.gate(conc, self.measure(conc))
         except BenchFailure as e:
             return self.failed(e.cls, e.msg)
@@ -473,15 +475,38 @@ class BenchRun(object):
         return [self.client.build_payload(self.api, self.model, self.prompts[i % len(self.prompts)], p["output_len"],
                                           p["temperature"], self.use_eos) for i in range(n)]
 
-    def warmup(self):
+    def warmup_requests(self, conc):
+        """Warm-up requests before a level of concurrency ``conc``: max(warmup, ceil(warmup_per_slot x conc)), so every
+        slot has carried a request before the level is measured; 0 when ``warmup`` is 0."""
         p = self.p
         if not p["warmup"]:
+            return 0
+        return max(p["warmup"], int(math.ceil(p["warmup_per_slot"] * conc)))
+
+    def warmup(self, conc):
+        """Before each level, requests of its workload sent at its own concurrency (not measured), so a c=256 level does
+        not measure its own ramp; outputs cut to ``warmup_output_len`` tokens to keep the cost down."""
+        p = self.p
+        n = self.warmup_requests(conc)
+        if not n:
+            self.warmups[conc] = {"requests": 0, "concurrency": conc}
             return
-        wrecs, dummy = self.client.run_load(p["base_url"], self.api, self.bodies(p["warmup"]), p["warmup"], 1,
-                                            p["timeout"], p["stall_timeout"], p["api_key"])
+        self.ensure_prompts(n)
+        max_tokens = min(p["output_len"], p["warmup_output_len"])
+        bodies = [self.client.build_payload(self.api, self.model, self.prompts[i % len(self.prompts)], max_tokens,
+                                            p["temperature"], self.use_eos) for i in range(n)]
+        t0 = time.time()
+        procs = p["client_processes"] or self.client.auto_processes(conc)
+        wrecs, dummy = self.client.run_load(p["base_url"], self.api, bodies, conc, procs, p["timeout"],
+                                            p["stall_timeout"], p["api_key"])
         werr = [r for r in wrecs if not r["ok"]]
         if werr:
-            raise BenchFailure(werr[0]["error"], "warmup failed: %s" % (werr[0].get("detail") or werr[0]["error"]))
+            raise BenchFailure(werr[0]["error"], "c=%d: warmup failed: %s" % (
+                conc, werr[0].get("detail") or werr[0]["error"]))
+        self.warmups[conc] = {"requests": n, "concurrency": conc, "max_tokens": max_tokens,
+                              "seconds": round(time.time() - t0, 3)}
+        self.progress("c=%d: warm-up: %d requests of %d tokens at concurrency %d in %.2f s (not measured)" % (
+            conc, n, max_tokens, conc, self.warmups[conc]["seconds"]))
 
     def measure(self, conc):
         """All trials of one level; a trial that fails its checks ends the run (its result is kept). A first trial
@@ -512,6 +537,7 @@ class BenchRun(object):
         res["trials"] = {"n": p["trials"], "metrics": agg}
         res["ignore_eos"] = self.use_eos
         res["queue_bound"] = self.queue_bound.get(conc)
+        res["warmup"] = self.warmups.get(conc) or {"requests": 0, "concurrency": conc}
         sizing["requests"] = n
         sizing["short"] = res["duration_s"] < p["min_duration_s"]
         res["sizing"] = sizing
@@ -548,6 +574,15 @@ class BenchRun(object):
                 prompt_tokens=prompt_tokens, checks=tuple(p["load_checks"]), eos_ignored=self.use_eos)
         res = bench_metrics.compute(recs, conc)
         res["sampling_noise"] = bench_metrics.sampling_noise(recs, conc)
+        res["first_window"] = fw = bench_metrics.first_window(recs, conc)
+        if fw["outlier"]:
+            worst = ", ".join("%s %s in the first %d requests vs %s in the rest (median)" % (
+                k, v["first"], fw["requests"], v["rest_median"]) for k, v in sorted(fw["metrics"].items()) if v["outlier"])
+            msg = ("c=%d: the level's first window is an outlier (%s): it may have measured the server's ramp; more "
+                   "warm-up (warmup_per_slot, now %s) or a longer level (min_duration_s) would tell" % (
+                       conc, worst, p["warmup_per_slot"]))
+            if msg not in self.warnings:
+                self.warnings.append(msg)
         res["server_metrics"] = (server_metrics.finish(p["base_url"], before, recs, p["server_metrics_tolerance"],
                                                        self.model, get=get)
                                  if before else {"status": "unavailable" if why != "off" else "off", "reason": why})

@@ -177,3 +177,16 @@ def test_unverified_counts_are_not_gated_as_verified_and_never_replace_a_baselin
     assert base["levels"]["2"]["run_id"] == "base" and base["levels"]["2"]["counts"] == "unchecked"
     hist = bench_store.read_jsonl(os.path.join(str(tmp_path / "reports"), "history.jsonl"))
     assert [h["counts"] for h in hist] == ["unchecked", "unverified", "unverified"]
+
+
+def test_every_level_is_warmed_up_at_its_own_concurrency_first(tmp_path):
+    # a c=8 level after a c=1 level: its own warm-up, one request per slot sent at c=8, right before it is measured
+    client = FakeClient()
+    res = run(params(tmp_path, concurrency="1,8", run_id="warm", min_duration_s=0), client)
+    assert not res.failed, res.msg
+    loads = [c for c in client.calls if c[0] == "load"]
+    for lvl in res.out["results"]:
+        c = lvl["concurrency"]
+        assert lvl["warmup"]["requests"] >= c and lvl["warmup"]["concurrency"] == c, lvl.get("warmup")
+        measured = loads.index(("load", lvl["num_prompts"], c))
+        assert loads[measured - 1] == ("load", lvl["warmup"]["requests"], c), loads
