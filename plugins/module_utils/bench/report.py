@@ -24,8 +24,8 @@ MARKS = (
      "client-bound: the benchmark client itself was saturated or lagging (client_bound_reason); latency figures are "
      "upper bounds"),
     ("~", "first_window", "Concurrency",
-     "first-window outlier: the level's first requests were slower than the rest (first_window): it may have "
-     "measured the server's ramp; raise warmup_per_slot or min_duration_s"),
+     "first-window outlier: the level's first requests were slower than the rest (first_window): a server still "
+     "cold at this concurrency or the first burst of a short level; raise warmup_per_slot or min_duration_s"),
     ("?", "counts", "Output tok/s",
      "token counts unverified: the responses' usage claims more tokens than their streamed text and no server "
      "counter confirmed it (counts_reason); throughput and TPOT are the server's claim, not gated and never a "

@@ -578,8 +578,9 @@ class BenchRun(object):
         if fw["outlier"]:
             worst = ", ".join("%s %s in the first %d requests vs %s in the rest (median)" % (
                 k, v["first"], fw["requests"], v["rest_median"]) for k, v in sorted(fw["metrics"].items()) if v["outlier"])
-            msg = ("c=%d: the level's first window is an outlier (%s): it may have measured the server's ramp; more "
-                   "warm-up (warmup_per_slot, now %s) or a longer level (min_duration_s) would tell" % (
+            msg = ("c=%d: the level's first window is an outlier (%s): a server still cold at this concurrency, or "
+                   "the first burst of c simultaneous requests weighing on a short level; more warm-up "
+                   "(warmup_per_slot, now %s) or a longer level (min_duration_s) dilutes it" % (
                        conc, worst, p["warmup_per_slot"]))
             if msg not in self.warnings:
                 self.warnings.append(msg)
