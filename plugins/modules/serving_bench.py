@@ -475,7 +475,9 @@ run_id:
   returned: always
   type: str
 table:
-  description: Markdown table lines (Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms | ITL p99 | Coherent); RV(legend) explains its marks.
+  description:
+    - Markdown table lines (Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms | ITL p99 | Coherent).
+    - RV(legend) explains its marks.
   returned: always
   type: list
   elements: str
