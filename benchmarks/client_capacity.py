@@ -65,7 +65,7 @@ def ours(base_url, conc, tokens, n, processes, profile=False):
     if prof:
         print("user %.2f s, system %.2f s, minor page faults %d (profiled: inflated)" % (
             r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, r1.ru_minflt - r0.ru_minflt))
-        pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+        pstats.Stats(prof, stream=sys.stdout).strip_dirs().sort_stats("tottime").print_stats(25)
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) + (c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime)
     res = bench_metrics.compute(recs, conc)
