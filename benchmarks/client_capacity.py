@@ -12,13 +12,20 @@ anchor, CPU = (CPU of the full run) - (median CPU of three 1-request runs), i.e.
 Also printed: tokens/s in each client's own measurement window.
 
 Usage: benchmarks/anchor_venv.sh && .venv/bin/python benchmarks/client_capacity.py [--quick]
+       .venv/bin/python benchmarks/client_capacity.py --profile 1024 256 2048   # where our CPU goes (no anchor)
+
+--profile runs ours alone on the same pinned cores under cProfile with a CPU-time clock (time.process_time: waiting
+for the server is not counted) and prints user/system CPU, minor page faults and the top functions by own time; the
+profiler's own cost inflates functions called often, so its figures are for where, not how much.
 """
 
 from __future__ import absolute_import, division, print_function
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import resource
 import subprocess
 import sys
@@ -38,8 +45,8 @@ def cores():
     return (avail[0], avail[1]) if len(avail) > 1 else (avail[0], avail[0])
 
 
-def ours(base_url, conc, tokens, n, processes):
-    """Runs in a child pinned to the client core; prints one JSON line."""
+def ours(base_url, conc, tokens, n, processes, profile=False):
+    """Runs in a child pinned to the client core; prints one JSON line (with ``profile``, the profile first)."""
     from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import client as bench_client
     from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import metrics as bench_metrics
     bodies = [bench_client.build_payload("completions", "fake-model", "w%d alpha bravo" % i, tokens, ignore_eos=True)
@@ -47,9 +54,18 @@ def ours(base_url, conc, tokens, n, processes):
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
+    prof = cProfile.Profile(time.process_time) if profile else None
+    if prof:
+        prof.enable()
     recs, stats = bench_client.run_load(base_url, "completions", bodies, conc, processes=processes)
+    if prof:
+        prof.disable()
     wall = time.monotonic() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
+    if prof:
+        print("user %.2f s, system %.2f s, minor page faults %d (profiled: inflated)" % (
+            r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, r1.ru_minflt - r0.ru_minflt))
+        pstats.Stats(prof, stream=sys.stdout).strip_dirs().sort_stats("tottime").print_stats(25)
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) + (c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime)
     res = bench_metrics.compute(recs, conc)
@@ -103,13 +119,23 @@ def main():
     ap.add_argument("--child", nargs=5, metavar=("URL", "C", "TOKENS", "N", "PROCS"))
     ap.add_argument("--quick", action="store_true", help="smaller workloads")
     ap.add_argument("--no-anchor", action="store_true")
+    ap.add_argument("--profile", nargs=3, type=int, metavar=("C", "TOKENS", "N"),
+                    help="profile ours alone at this workload (no anchor, no table)")
+    ap.add_argument("--child-profile", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         url, c, t, n, pr = a.child
-        ours(url, int(c), int(t), int(n), int(pr))
+        ours(url, int(c), int(t), int(n), int(pr), profile=a.child_profile)
         return
     from fakeserver import fake_server  # pylint: disable=import-error
     server_core, client_core = cores()
+    if a.profile:
+        with fake_server("ok") as (url, proc):
+            os.sched_setaffinity(proc.pid, {server_core})
+            rc, so, se, dummy = run_pinned([sys.executable, os.path.abspath(__file__), "--child", url] + [
+                str(x) for x in a.profile] + ["1", "--child-profile"], client_core)
+        print(so if rc == 0 else se[-3000:])
+        return
     workloads = [(128, 1024, 512), (1024, 256, 2048)]
     if a.quick:
         workloads = [(128, 1024, 128), (1024, 256, 1024)]

@@ -100,9 +100,24 @@ options:
     type: int
     default: 0
   warmup:
-    description: Warmup requests before the first level (not measured).
+    description:
+      - Fewest warm-up requests before each level (not measured); 0 turns the warm-up off.
+      - "Before every level, max(O(warmup), ceil(O(warmup_per_slot) x concurrency)) requests of the workload are sent
+        at the level's own concurrency, so a c=256 level does not measure the server's ramp to 256 streams."
     type: int
     default: 2
+  warmup_per_slot:
+    description: Warm-up requests per concurrency slot before each level (see O(warmup)); 0 leaves O(warmup) alone.
+    type: float
+    default: 1.0
+  warmup_output_len:
+    description:
+      - "C(max_tokens) of the warm-up requests (at most O(output_len)): every slot prefills and decodes, at a fraction
+        of a measured request's cost. Each level's result says what its warm-up was (C(warmup)); C(first_window) says
+        whether the level's first requests were still slower than the rest (an outlier is warned about and marked
+        C(~) in the table)."
+    type: int
+    default: 16
   probes:
     description:
       - Known-answer probes, each with C(expect) and a C(prompt) (completions) and/or C(question) (chat);
@@ -409,6 +424,15 @@ results:
     client_bound:
       description: The client itself was saturated (see client_bound_reason); latency is an upper bound.
       type: bool
+    counts:
+      description:
+        - "Whether the level's token counts were verified (reason in C(counts_reason)): C(verified) (the server's
+          generated-token counter agrees), C(unchecked) (no counter read; no response claimed more tokens than the
+          text it streamed) or C(unverified) (responses claimed more tokens than their streamed text and no counter
+          confirmed it, or it disagrees). An C(unverified) level is marked C(?) in the table, its token-derived
+          metrics are not compared with the baseline and it is never recorded as one (start SGLang with
+          C(--enable-metrics) to verify)."
+      type: str
     regression:
       description: Baseline verdict of the level (status recorded/compared/replaced/kept/disabled, checks).
       type: dict
@@ -451,7 +475,14 @@ run_id:
   returned: always
   type: str
 table:
-  description: Markdown table lines (Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms | ITL p99 | Coherent).
+  description:
+    - Markdown table lines (Concurrency | Output tok/s | Total tok/s | Peak | TPOT ms | TTFT p50/p99 ms | ITL p99 | Coherent).
+    - RV(legend) explains its marks.
+  returned: always
+  type: list
+  elements: str
+legend:
+  description: What each mark of RV(table) means, one line a mark (every mark, whether a row carries it or not).
   returned: always
   type: list
   elements: str

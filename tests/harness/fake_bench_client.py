@@ -90,9 +90,9 @@ class FakeClient(object):
             rec["reasoning"] = None
         return rec, end
 
-    def fetch_metrics(self, base_url, timeout=5.0):
-        """No /metrics here (as a server without --enable-metrics): never touches the network."""
-        raise server_metrics.MetricsError("GET %s/metrics failed: HTTP Error 404: Not Found (fake client)" % base_url)
+    def fetch_metrics(self, base_url, timeout=5.0, path="/metrics"):
+        """No metrics here (as a server without --enable-metrics): never touches the network."""
+        raise server_metrics.MetricsError("GET %s%s failed: HTTP Error 404: Not Found (fake client)" % (base_url, path))
 
     def run_load(self, base_url, api, bodies, concurrency, processes=1, timeout=300.0, stall_timeout=60.0,
                  api_key=None, count_tokens=None, prompt_tokens=None, checks=None, keep_text=False, **kw):

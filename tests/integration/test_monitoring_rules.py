@@ -309,3 +309,50 @@ def test_absent_list_is_checked_both_ways():
         "sglang:num_requests_total is listed as absent but the real /metrics has it"]
     assert name_problems({}, set(), set(), families, {"sglang:foo_total": "x"}) == [
         "sglang:foo_total is listed as absent but no rule uses it"]
+
+
+def recorded_series(text, host, names):
+    """promtool input series of the samples of ``names`` (canonical) in an exposition, as they are spelled there, with
+    ``host``: counters and histogram series grow by their recorded value each minute, gauges hold it."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r'^(sglang[:_][a-zA-Z0-9_]+)(\{[^}]*\})?\s+(\S+)$', line)
+        if not m or not any(server_metrics.canonical(m.group(1)).startswith(n) for n in names):
+            continue
+        labels = (m.group(2) or "{}")[1:-1]
+        labels = 'host="%s"' % host + ("," + labels if labels else "")
+        grows = re.search(r'(_total|_bucket|_count|_sum)$', m.group(1))
+        out.append({"series": "%s{%s}" % (m.group(1), labels),
+                    "values": ("0+%sx10" if grows else "%sx10") % float(m.group(3))})
+    return out
+
+
+def test_recording_rules_read_the_recorded_scrape_the_same_in_both_spellings(tmp_path):
+    # host a: the real SGLang 0.5.17 /metrics (sglang:); host b: the same text spelled sglang_ (derived:
+    # tests/fixtures/sglang-0.5.17/underscore_metrics.py). Every recording rule whose SGLang series the recording has
+    # must give both hosts the same value.
+    rules, dummy = render(tmp_path)
+    doc = yaml.safe_load(rules.read_text())
+    colon = open(os.path.join(REAL, "metrics-after-bench.txt")).read()
+    underscored = open(os.path.join(REAL, "metrics-after-bench-underscore.txt")).read()
+    assert "sglang:" not in underscored
+    families = exposition_labels([colon])
+    exprs, names = [], set()
+    for g in doc["groups"]:
+        for r in g["rules"]:
+            srcs = ["sglang:" + n for n in _NAME_RE.findall(r.get("expr", "")) if "record" in r]
+            # a rule naming an SGLang series outside the both-spellings regex reads one spelling only
+            assert not re.search(r'(?<![\[a-zA-Z0-9_:])sglang[:_][a-z]', re.sub(r'sglang\[:_\]', '', r["expr"])), r
+            if srcs and all(s in families for s in srcs):
+                names.update(s[:-len("_bucket")] if s.endswith("_bucket") else s for s in srcs)
+                exprs.append({"expr": 'sum(%s{host="a"}) - sum(%s{host="b"})' % (r["record"], r["record"]),
+                              "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": 0}]})
+    assert len(exprs) >= 10, exprs
+    series = recorded_series(colon, "a", names) + recorded_series(underscored, "b", names)
+    assert len([s for s in series if s["series"].startswith("sglang_")]) == len(series) // 2
+    spec = tmp_path / "recorded.test.yml"
+    spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m", "input_series": series, "promql_expr_test": exprs}]}))
+    res = promtool("test", "rules", str(spec))
+    print("%d recording rules compared over %d recorded series in both spellings" % (len(exprs), len(series)))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import signal
@@ -38,6 +39,7 @@ from ansible_collections.gpuhost.sglang.plugins.plugin_utils import fleet  # noq
 from ansible_collections.gpuhost.sglang.tests import harness  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+REPLAY = os.path.join(ROOT, "tests", "fixtures", "sglang-0.5.17", "exchanges.json")
 VENV = os.environ.get("GPUHOST_ROUTER_VENV") or os.path.join(ROOT, ".cache", "router-venv")
 SMG = os.path.join(VENV, "bin", "smg")
 
@@ -65,28 +67,35 @@ def test_router_options_pass_smgs_parser_and_a_bad_policy_is_named():
     assert bad.get("failed") and "round_robbin" in bad["msg"] and "round_robin" in bad["msg"], bad
 
 
+@contextlib.contextmanager
+def smg(urls):
+    """The real smg in front of ``urls``, ready with every worker healthy; yields (base URL, metrics URL)."""
+    port, mport = free_port(), free_port()
+    argv = [SMG, "launch"] + server_args.server_argv(options(urls, port, mport))
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    base = "http://127.0.0.1:%d" % port
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                ready = json.load(urllib.request.urlopen(base + "/readiness", timeout=2))
+                if ready.get("healthy_workers") == len(urls):
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "smg did not become ready"
+            time.sleep(0.3)
+        yield base, "http://127.0.0.1:%d/metrics" % mport
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+
+
 @pytest.fixture(scope="module")
 def gateway():
     with fake_server("ok", "--itl", "0.02") as (w1, _p1), fake_server("ok", "--itl", "0.02") as (w2, _p2):
-        port, mport = free_port(), free_port()
-        argv = [SMG, "launch"] + server_args.server_argv(options([w1, w2], port, mport))
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        base = "http://127.0.0.1:%d" % port
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    ready = json.load(urllib.request.urlopen(base + "/readiness", timeout=2))
-                    if ready.get("healthy_workers") == 2:
-                        break
-                except OSError:
-                    pass
-                assert time.monotonic() < deadline and proc.poll() is None, "smg did not become ready"
-                time.sleep(0.3)
-            yield {"base": base, "metrics": "http://127.0.0.1:%d/metrics" % mport, "w1": w1, "w2": w2}
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(10)
+        with smg([w1, w2]) as (base, metrics):
+            yield {"base": base, "metrics": metrics, "w1": w1, "w2": w2}
 
 
 def stream(base, tokens=100):
@@ -127,3 +136,18 @@ def test_drain_keeps_inflight_streams_then_add_back_reaches_the_worker(gateway):
     again = module("smg_worker", router_url=g["base"], metrics_url=g["metrics"], url=g["w1"], state="present",
                    probe=False)
     assert again.get("changed") is False
+
+
+def test_serving_bench_through_smg_verifies_counts_with_the_workers_engine_metrics(tmp_path):
+    # SMG answers /metrics on its main port with 404 and serves its workers' SGLang metrics, aggregated and labelled
+    # worker_addr, on /engine_metrics (measured: smg 1.13.0 here; tests/fixtures/sglang-0.5.17/README.md)
+    with fake_server("ok", "--replay", REPLAY) as (w1, _p1), smg([w1]) as (base, dummy):
+        res = harness.run_module("serving_bench", dict(
+            base_url=base, model="tiny", input_len=8, output_len=64, concurrency=2, num_prompts=4, warmup=0,
+            run_probes=False, plots=False, min_duration_s=0, min_requests=1), tmp_path=tmp_path)
+    assert not res.get("failed"), res.get("msg")
+    lvl = res["results"][0]
+    assert lvl["server_metrics"]["status"] == "ok", lvl["server_metrics"]
+    assert lvl["server_metrics"]["path"] == "/engine_metrics"
+    gen = [c for c in lvl["server_metrics"]["checks"] if c["metric"] == "generation_tokens"][0]
+    assert gen["server"] == gen["client"] == 4 * 64 and lvl["counts"] == "verified"

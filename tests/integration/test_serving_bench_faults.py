@@ -116,9 +116,9 @@ def test_missing_usage_fails_by_default_and_falls_back_when_allowed(tmp_path):
 
 def test_server_dies_mid_run(tmp_path):
     rep = str(tmp_path / "rep")
-    # probes (8 + NaN probe) + preflight + 1 warmup + the coherence sample (8, without ignore_eos) = 19 requests,
-    # then 5 load requests, then exit
-    with fake_server("die_after", "--die-after", "24", "--itl", "0.005") as (url, dummy):
+    # probes (8 + NaN probe) + preflight + the coherence sample (8, without ignore_eos) + the level's warm-up (4: one
+    # per slot at c=4) = 22 requests, then 5 load requests, then exit
+    with fake_server("die_after", "--die-after", "27", "--itl", "0.005") as (url, dummy):
         args = dict(SMALL)
         args.update(num_prompts=64, report_dir=rep)
         res, dummy = run_module(tmp_path, base_url=url, **args)

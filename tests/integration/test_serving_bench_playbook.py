@@ -53,6 +53,11 @@ def assert_levels_and_reports(cp, rep, levels):
         "| Errors | Coherent |" in out
     for lv in levels:
         assert "| %d | " % lv in out
+    # under the table, the legend of every mark a row can carry, whether this run's rows carry it or not
+    table_at = out.index("| Concurrency | Output tok/s")
+    for mark, words in (("*", "client-bound"), ("~", "first-window outlier"), ("?", "token counts unverified")):
+        legend = "`%s` %s" % (mark, words)
+        assert legend in out and out.index(legend) > table_at, (legend, out[table_at:table_at + 3000])
     runs = os.listdir(rep / "runs")
     runs = [r for r in runs if r.endswith(".json")]
     assert len(runs) == 1

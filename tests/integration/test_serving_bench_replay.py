@@ -46,3 +46,44 @@ def test_real_sglang_usage_above_its_text_is_kept(tmp_path):
     lvl = res["results"][0]
     assert lvl["usage_above_text"] == 16 and lvl["output_tokens"] == 32 * 16
     assert lvl["server_metrics"]["status"] == "ok", lvl["server_metrics"]
+
+
+def inflated_recording(tmp_path, factor=10):
+    """The recorded SGLang 0.5.17 load stream with its usage claiming ``factor`` times the completion tokens it
+    streamed, and no /metrics (a server started without --enable-metrics): a lie the text alone cannot refute."""
+    with open(REC) as f:
+        rec = json.load(f)
+    ex = rec["load-completions-ignore_eos"]
+    reads = []
+    for at, text in ex["reads"]:
+        if '"usage":{' in text:
+            obj = json.loads(text[len("data: "):])
+            u = obj["usage"]
+            u["completion_tokens"] *= factor
+            u["total_tokens"] = u["prompt_tokens"] + u["completion_tokens"]
+            text = "data: " + json.dumps(obj, separators=(",", ":")) + "\n\n"
+        reads.append([at, text])
+    ex["reads"] = reads
+    for name in ("metrics-before", "metrics-after"):
+        rec.pop(name)
+    path = str(tmp_path / "inflated.json")
+    with open(path, "w") as f:
+        json.dump(rec, f)
+    return path
+
+
+def test_usage_ten_times_the_stream_without_server_metrics_is_unverified_and_never_a_baseline(tmp_path):
+    args = dict(SMALL, run_probes=False, report_dir=str(tmp_path / "rep"), baseline_dir=str(tmp_path / "base"))
+    with fake_server("ok", "--replay", inflated_recording(tmp_path)) as (url, dummy):
+        res, dummy = run_module(tmp_path, base_url=url, **args)
+    assert not res.get("failed"), res.get("msg")
+    lvl = res["results"][0]
+    assert lvl["output_tokens"] == 640 * 16 and lvl["server_metrics"]["status"] == "unavailable"
+    assert lvl["counts"] == "unverified", lvl.get("counts")
+    assert "--enable-metrics" in lvl["counts_reason"]
+    assert lvl["regression"]["status"] == "not_recorded" and "--enable-metrics" in lvl["regression"]["reason"]
+    assert not [f for f in os.listdir(args["baseline_dir"]) if f.endswith(".json")] if os.path.isdir(
+        args["baseline_dir"]) else True
+    row = [line for line in res["table"] if line.startswith("| 4 ")][0]
+    assert "?" in row.split("|")[2], row
+    assert any("--enable-metrics" in str(w) for w in res.get("warnings", [])), res.get("warnings")

@@ -45,8 +45,8 @@ class Client(object):
         return getattr(bench_client, name)
 
     @staticmethod
-    def fetch_metrics(base_url, timeout=5.0):
-        url = base_url.rstrip("/") + "/metrics"
+    def fetch_metrics(base_url, timeout=5.0, path="/metrics"):
+        url = base_url.rstrip("/") + path
         try:
             with urllib.request.urlopen(url, timeout=timeout) as resp:
                 return resp.read().decode("utf-8", "replace")

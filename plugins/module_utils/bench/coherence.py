@@ -119,14 +119,15 @@ def repetition_flag(text, min_words=16, coverage=0.6, tail_words=64):
     if n >= min_words:
         # a loop of period p covering `coverage` of the words leaves at most (1-coverage)*n + p distinct words
         max_period = min(16, n // 4)
+        # each word's id is the index of its first occurrence (< n <= tail_words <= 256: one byte), mapped in C
         ids = {}
-        seq = [ids.setdefault(w, len(ids)) for w in words]
+        seq = bytes(map(ids.setdefault, words, range(n))) if n <= 256 else list(map(ids.setdefault, words, range(n)))
         if len(ids) > (1 - coverage) * n + max_period:
             return False
         need = coverage * n - max_period
         # one byte per word id, the whole sequence as one integer: its first n-p bytes are x >> 8p, its last n-p
         # bytes x's low 8(n-p) bits; XORed, their zero bytes are the positions where word i equals word i+p
-        x = int.from_bytes(bytes(seq), "big") if len(ids) <= 256 else None
+        x = int.from_bytes(seq, "big") if n <= 256 else None
         for p in range(1, max_period + 1):
             if x is None:
                 same = sum(map(operator.eq, words, words[p:]))

@@ -31,6 +31,8 @@ def argument_spec():
         temperature=dict(type="float", default=0.0),
         seed=dict(type="int", default=0),
         warmup=dict(type="int", default=2),
+        warmup_per_slot=dict(type="float", default=1.0),
+        warmup_output_len=dict(type="int", default=16),
         probes=dict(type="list", elements="dict"),
         run_probes=dict(type="bool", default=True),
         probes_only=dict(type="bool", default=False),
@@ -132,7 +134,9 @@ def validate(p):
         need(name, p[name] >= 1, "an int >= 1")
     need("probe_think_tokens", p["probe_think_tokens"] >= 0, "an int >= 0 (0 = no second attempt)")
     need("num_prompts", p["num_prompts"] is None or p["num_prompts"] >= 1, "an int >= 1 (or unset for 2 x concurrency)")
-    need("warmup", p["warmup"] >= 0, "an int >= 0")
+    need("warmup", p["warmup"] >= 0, "an int >= 0 (0 = no warm-up)")
+    need("warmup_per_slot", 0 <= p["warmup_per_slot"] <= 100, "a number from 0 to 100 (warm-up requests per slot)")
+    need("warmup_output_len", p["warmup_output_len"] >= 1, "an int >= 1")
     need("client_processes", p["client_processes"] >= 0, "an int >= 0 (0 = auto)")
     for name in ("probe_min_pass", "max_incoherent_rate", "max_error_rate", "client_cpu_threshold"):
         need(name, 0.0 <= p[name] <= 1.0, "a number between 0 and 1")

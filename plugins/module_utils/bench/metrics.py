@@ -181,16 +181,52 @@ def median(vals):
 NOISE_GROUPS = 5
 
 
+def blocks(records, concurrency=None, groups=NOISE_GROUPS):
+    """The level's requests in send order cut into ``groups`` consecutive blocks, each computed as a level; [] when a
+    block would hold fewer than 2 requests."""
+    recs = sorted((r for r in records if r.get("start") is not None), key=lambda r: r["start"])
+    size = len(recs) // groups
+    if size < 2:
+        return []
+    return [compute(recs[i * size:(i + 1) * size], concurrency) for i in range(groups)]
+
+
+# A first window this much worse than the median of the others (and worse than each of them) is an outlier.
+FIRST_WINDOW_FACTOR = 1.5
+FIRST_WINDOW_METRICS = ("ttft_ms.p50", "tpot_ms.p50", "output_throughput")
+
+
+def first_window(records, concurrency=None, groups=NOISE_GROUPS, factor=FIRST_WINDOW_FACTOR):
+    """Did the level measure its own ramp? The first of ``groups`` blocks (send order, as ``sampling_noise`` cuts
+    them) against the others: an outlier when a metric of the first block is worse than every other block's and
+    worse than their median by more than ``factor`` (TTFT and TPOT higher, throughput lower). Returns
+    {"checked", "requests" (of the first block), "outlier", "metrics": {name: {"first", "rest_median", "outlier"}}}."""
+    subs = blocks(records, concurrency, groups)
+    if not subs:
+        return {"checked": False, "outlier": False, "reason": "fewer than 2 requests a block"}
+    out = {"checked": True, "requests": subs[0]["requests"], "factor": factor, "outlier": False, "metrics": {}}
+    for name in FIRST_WINDOW_METRICS:
+        first, rest = get_metric(subs[0], name), [get_metric(b, name) for b in subs[1:]]
+        if first is None or any(v is None for v in rest):
+            continue
+        med = median(rest)
+        if GATE_METRICS[name][1]:
+            bad = first < min(rest) and first * factor < med
+        else:
+            bad = first > max(rest) and first > med * factor
+        out["metrics"][name] = {"first": first, "rest_median": round(med, 3), "outlier": bad}
+        out["outlier"] = out["outlier"] or bad
+    return out
+
+
 def sampling_noise(records, concurrency=None, groups=NOISE_GROUPS):
     """Relative standard error of each gate metric within one trial, from ``groups`` consecutive blocks of the
     level's requests in send order (so a load change on the machine during the level shows, not only sampling
     noise): every metric is computed per block, SE = stdev(block values) / sqrt(groups) / |mean of the blocks|.
     Fewer than 2 requests per block: {} (no estimate)."""
-    recs = sorted((r for r in records if r.get("start") is not None), key=lambda r: r["start"])
-    size = len(recs) // groups
-    if size < 2:
+    subs = blocks(records, concurrency, groups)
+    if not subs:
         return {}
-    subs = [compute(recs[i * size:(i + 1) * size], concurrency) for i in range(groups)]
     out = {}
     for name in GATE_METRICS:
         vals = [get_metric(r, name) for r in subs]

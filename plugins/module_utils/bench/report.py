@@ -17,6 +17,38 @@ HEADER = ("| Concurrency | Output tok/s | Total tok/s | Peak tok/s (1 s) | TPOT 
           "|---:|---:|---:|---:|---:|---:|---:|---|---|")
 
 
+# Every mark the table can carry: (mark, the result field that sets it, where it goes, its legend). The legend is
+# printed under the table (legend_lines): by the play, and in the Markdown report.
+MARKS = (
+    ("*", "client_bound", "TTFT p99",
+     "client-bound: the benchmark client itself was saturated or lagging (client_bound_reason); latency figures are "
+     "upper bounds"),
+    ("~", "first_window", "Concurrency",
+     "first-window outlier: the level's first requests were slower than the rest (first_window): a server still "
+     "cold at this concurrency or the first burst of a short level; raise warmup_per_slot or min_duration_s"),
+    ("?", "counts", "Output tok/s",
+     "token counts unverified: the responses' usage claims more tokens than their streamed text and no server "
+     "counter confirmed it (counts_reason); throughput and TPOT are the server's claim, not gated and never a "
+     "baseline. Verify with the server's metrics on (SGLang: --enable-metrics)"),
+)
+
+
+def marked(r, mark):
+    """Whether result ``r`` carries ``mark`` (see MARKS)."""
+    field = dict((m[0], m[1]) for m in MARKS)[mark]
+    if field == "counts":
+        return r.get("counts") == "unverified"
+    if field == "first_window":
+        return bool((r.get("first_window") or {}).get("outlier"))
+    return bool(r.get(field))
+
+
+def legend_lines(levels=None):
+    """The legend of the table's marks: every mark (``levels`` None), or those the given results carry."""
+    return ["`%s` %s (%s column)." % (m[0], m[3], m[2]) for m in MARKS
+            if levels is None or any(marked(r, m[0]) for r in levels)]
+
+
 def _f(v, nd=2):
     if v is None:
         return "-"
@@ -37,21 +69,22 @@ def gate_value(r, name, path):
 
 
 def table_lines(levels):
-    """Markdown table lines for result entries (sorted by concurrency). ``*`` marks client-bound latency; with
+    """Markdown table lines for result entries (sorted by concurrency). MARKS lists the marks; with
     trials a row shows the medians over trials (what the gate compared) and the concurrency reads ``c (xN)``.
     Coherent counts completed requests only; failed requests are in Errors, by class."""
     lines = list(HEADER)
     for r in sorted(levels, key=lambda x: int(x.get("concurrency") or 0)):
-        cb = "*" if r.get("client_bound") else ""
+        cb = "*" if marked(r, "*") else ""
+        unverified = "?" if marked(r, "?") else ""
         ntr = (r.get("trials") or {}).get("n") or 1
         done = r.get("completed", 0)
         coh = r.get("coherent", 0)
         errs = r.get("errors") or {}
         verdict = "yes" if (coh == done and done) else "NO"
         errors = ", ".join("%s=%d" % kv for kv in sorted(errs.items())) if errs else "0"
-        lines.append("| %s%s | %s | %s | %s | %s | %s/%s%s | %s | %s | %s (%d/%d) |" % (
-            r.get("concurrency"), (" (x%d)" % ntr) if ntr > 1 else "",
-            _f(gate_value(r, "output_throughput", ("output_throughput",))),
+        lines.append("| %s%s%s | %s%s | %s | %s | %s | %s/%s%s | %s | %s | %s (%d/%d) |" % (
+            r.get("concurrency"), (" (x%d)" % ntr) if ntr > 1 else "", "~" if marked(r, "~") else "",
+            _f(gate_value(r, "output_throughput", ("output_throughput",))), unverified,
             _f(gate_value(r, "total_throughput", ("total_throughput",))),
             _f(gate_value(r, "peak_output_throughput", ("peak_output_throughput",)), 0),
             _f(gate_value(r, "tpot_ms.p50", ("tpot_ms", "p50"))), _f(gate_value(r, "ttft_ms.p50", ("ttft_ms", "p50")), 1),
@@ -95,9 +128,10 @@ def markdown(run):
             coh.get("class")))
     out.append("")
     out.extend(table_lines(levels))
-    if any(lv.get("client_bound") for lv in levels):
+    legend = legend_lines(levels)
+    if legend:
         out.append("")
-        out.append("`*` client-bound: the benchmark client itself was saturated; latency figures are upper bounds.")
+        out.extend(legend)
     checks = []
     for lv in levels:
         for c in (lv.get("regression") or {}).get("checks", []):

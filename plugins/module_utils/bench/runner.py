@@ -150,7 +150,8 @@ def history_line(run_id, key, res, passed):
             "peak_output_throughput": res["peak_output_throughput"], "ttft_p50_ms": res["ttft_ms"]["p50"],
             "ttft_p99_ms": res["ttft_ms"]["p99"], "tpot_p50_ms": res["tpot_ms"]["p50"],
             "itl_p99_ms": res["itl_ms"]["p99"], "errors": res["errors"], "coherent": res["coherent"],
-            "completed": res["completed"], "client_bound": res["client_bound"], "passed": passed,
+            "completed": res["completed"], "client_bound": res["client_bound"], "counts": res.get("counts"),
+            "passed": passed,
             "gpu_health": res.get("gpu_health")}
 
 
@@ -186,7 +187,8 @@ class BenchRun(object):
         self.report_dir = params["report_dir"]
         self.run_id = params["run_id"] or new_run_id()
         self.progress = Progress(self.report_dir)
-        self.out = {"changed": False, "run_id": self.run_id, "table": [], "files": [], "failure_class": "ok"}
+        self.out = {"changed": False, "run_id": self.run_id, "table": [], "legend": bench_report.legend_lines(),
+                    "files": [], "failure_class": "ok"}
         self.warnings = []
         self.levels = {}
         self.failures = []
@@ -203,6 +205,7 @@ class BenchRun(object):
         self.concurrency = []
         self.health_state = bench_health.state(params.get("gpu_health"))
         self.queue_bound = {}
+        self.warmups = {}
 
     # -- entry points -------------------------------------------------------------------------------------
 
@@ -246,9 +249,9 @@ class BenchRun(object):
                 return self.finish_probes_only()
             self.build_workload()
             self.preflight()
-            self.warmup()
             self.coherence_sample()
             for conc in self.concurrency:
+                self.warmup(conc)
                 self.gate(conc, self.measure(conc))
         except BenchFailure as e:
             return self.failed(e.cls, e.msg)
@@ -472,15 +475,38 @@ class BenchRun(object):
         return [self.client.build_payload(self.api, self.model, self.prompts[i % len(self.prompts)], p["output_len"],
                                           p["temperature"], self.use_eos) for i in range(n)]
 
-    def warmup(self):
+    def warmup_requests(self, conc):
+        """Warm-up requests before a level of concurrency ``conc``: max(warmup, ceil(warmup_per_slot x conc)), so every
+        slot has carried a request before the level is measured; 0 when ``warmup`` is 0."""
         p = self.p
         if not p["warmup"]:
+            return 0
+        return max(p["warmup"], int(math.ceil(p["warmup_per_slot"] * conc)))
+
+    def warmup(self, conc):
+        """Before each level, requests of its workload sent at its own concurrency (not measured), so a c=256 level does
+        not measure its own ramp; outputs cut to ``warmup_output_len`` tokens to keep the cost down."""
+        p = self.p
+        n = self.warmup_requests(conc)
+        if not n:
+            self.warmups[conc] = {"requests": 0, "concurrency": conc}
             return
-        wrecs, dummy = self.client.run_load(p["base_url"], self.api, self.bodies(p["warmup"]), p["warmup"], 1,
-                                            p["timeout"], p["stall_timeout"], p["api_key"])
+        self.ensure_prompts(n)
+        max_tokens = min(p["output_len"], p["warmup_output_len"])
+        bodies = [self.client.build_payload(self.api, self.model, self.prompts[i % len(self.prompts)], max_tokens,
+                                            p["temperature"], self.use_eos) for i in range(n)]
+        t0 = time.time()
+        procs = p["client_processes"] or self.client.auto_processes(conc)
+        wrecs, dummy = self.client.run_load(p["base_url"], self.api, bodies, conc, procs, p["timeout"],
+                                            p["stall_timeout"], p["api_key"])
         werr = [r for r in wrecs if not r["ok"]]
         if werr:
-            raise BenchFailure(werr[0]["error"], "warmup failed: %s" % (werr[0].get("detail") or werr[0]["error"]))
+            raise BenchFailure(werr[0]["error"], "c=%d: warmup failed: %s" % (
+                conc, werr[0].get("detail") or werr[0]["error"]))
+        self.warmups[conc] = {"requests": n, "concurrency": conc, "max_tokens": max_tokens,
+                              "seconds": round(time.time() - t0, 3)}
+        self.progress("c=%d: warm-up: %d requests of %d tokens at concurrency %d in %.2f s (not measured)" % (
+            conc, n, max_tokens, conc, self.warmups[conc]["seconds"]))
 
     def measure(self, conc):
         """All trials of one level; a trial that fails its checks ends the run (its result is kept). A first trial
@@ -505,9 +531,13 @@ class BenchRun(object):
         agg = bench_metrics.aggregate_trials(trial_results)
         ordered = sorted(trial_results, key=lambda r: r["output_throughput"])
         res = dict(ordered[len(ordered) // 2])
+        unverified = [t for t in trial_results if t.get("counts") == "unverified"]
+        if unverified:  # one trial whose counts could not be verified makes the level's figures unverified
+            res["counts"], res["counts_reason"] = unverified[0]["counts"], unverified[0]["counts_reason"]
         res["trials"] = {"n": p["trials"], "metrics": agg}
         res["ignore_eos"] = self.use_eos
         res["queue_bound"] = self.queue_bound.get(conc)
+        res["warmup"] = self.warmups.get(conc) or {"requests": 0, "concurrency": conc}
         sizing["requests"] = n
         sizing["short"] = res["duration_s"] < p["min_duration_s"]
         res["sizing"] = sizing
@@ -544,6 +574,16 @@ class BenchRun(object):
                 prompt_tokens=prompt_tokens, checks=tuple(p["load_checks"]), eos_ignored=self.use_eos)
         res = bench_metrics.compute(recs, conc)
         res["sampling_noise"] = bench_metrics.sampling_noise(recs, conc)
+        res["first_window"] = fw = bench_metrics.first_window(recs, conc)
+        if fw["outlier"]:
+            worst = ", ".join("%s %s in the first %d requests vs %s in the rest (median)" % (
+                k, v["first"], fw["requests"], v["rest_median"]) for k, v in sorted(fw["metrics"].items()) if v["outlier"])
+            msg = ("c=%d: the level's first window is an outlier (%s): a server still cold at this concurrency, or "
+                   "the first burst of c simultaneous requests weighing on a short level; more warm-up "
+                   "(warmup_per_slot, now %s) or a longer level (min_duration_s) dilutes it" % (
+                       conc, worst, p["warmup_per_slot"]))
+            if msg not in self.warnings:
+                self.warnings.append(msg)
         res["server_metrics"] = (server_metrics.finish(p["base_url"], before, recs, p["server_metrics_tolerance"],
                                                        self.model, get=get)
                                  if before else {"status": "unavailable" if why != "off" else "off", "reason": why})
@@ -569,19 +609,11 @@ class BenchRun(object):
         res["num_prompts"] = len(bodies)
         res["trial"] = trial + 1
         res["measured_tokens"] = mean_tokens(recs)
-        above = res["token_accounting"]["usage_above_text"]
-        if above:
-            check = dict((c["metric"], c) for c in res["server_metrics"].get("checks") or []).get("generation_tokens")
-            if check and check.get("status") == "ok":
-                self.progress("c=%d: %d responses counted more completion tokens than bytes of streamed text "
-                              "(special tokens stream no text); the server's generation-token counter (%d) confirms "
-                              "the usage (%d): usage kept" % (conc, above, check["server"], check["client"]))
-            elif not check or check.get("status") != "disagree":
-                msg = ("c=%d: %d responses counted more completion tokens than bytes of streamed text (special tokens "
-                       "stream no text); their usage was kept, unchecked: the server's token counter was not read"
-                       % (conc, above))
-                if msg not in self.warnings:
-                    self.warnings.append(msg)
+        res["counts"], res["counts_reason"] = counts_verdict(conc, res)
+        if res["counts"] == "verified" and res["token_accounting"]["usage_above_text"]:
+            self.progress("c=%d: %s: usage kept" % (conc, res["counts_reason"]))
+        elif res["counts"] == "unverified" and res["counts_reason"] not in self.warnings:
+            self.warnings.append(res["counts_reason"])
         self.progress("%s done: %.1f output tok/s, TTFT p50 %s ms, TPOT p50 %s ms, errors %s, incoherent %d%s" % (
             label, res["output_throughput"], res["ttft_ms"]["p50"], res["tpot_ms"]["p50"], res["errors"] or 0,
             res["incoherent"], ", CLIENT-BOUND (%s)" % reason if bound else ""))
@@ -607,7 +639,11 @@ class BenchRun(object):
         elif base_level is not None:
             reg["checks"] = bench_store.compare(res["trials"]["metrics"], base_level, list(p["gate_metrics"]),
                                                 p["tolerance"], floor, noise_factor=p["noise_factor"],
-                                                max_threshold=p["max_threshold"])
+                                                max_threshold=p["max_threshold"],
+                                                unverified=res.get("counts_reason") if res.get(
+                                                    "counts") == "unverified" else None)
+            if res.get("counts") == "unverified":
+                reg["counts"] = "unverified"
             reg["status"] = "compared"
             reg["passed"] = all(c["passed"] for c in reg["checks"])
             reg["baseline_run_id"] = base_level.get("run_id")
@@ -635,19 +671,24 @@ class BenchRun(object):
         if unconfirmed:
             reg["unconfirmed"] = unconfirmed
         record_ok, not_recorded = bench_health.may_record(self.health_state)
-        if p["baseline_dir"] and (p["update_baseline"] or base_level is None) and not record_ok:
+        wants_record = p["baseline_dir"] and (p["update_baseline"] or base_level is None)
+        refusal = bench_store.recordable(res.get("counts"), res.get("counts_reason")) if wants_record else None
+        if refusal:
+            reg.update(status="not_recorded", reason="c=%d: %s" % (conc, refusal))
+            self.warnings.append("c=%d: no baseline recorded: its token counts are unverified (counts_reason)" % conc)
+        elif wants_record and not record_ok:
             reg.update(status="withheld", reason="no baseline recorded: " + not_recorded)
             self.warnings.append("c=%d: %s" % (conc, reg["reason"]))
-        elif p["baseline_dir"] and (p["update_baseline"] or base_level is None) and self.health_state is not None:
+        elif wants_record and self.health_state is not None:
             # recorded by mode=finalize once the reading after the run shows the GPUs did not degrade
             reg.update(status="pending", pending_baseline={"metrics": res["trials"]["metrics"], "trials": p["trials"],
                                                            "replace": p["update_baseline"]})
             if p["update_baseline"]:
                 reg["passed"] = True
-        elif p["baseline_dir"] and (p["update_baseline"] or base_level is None):
+        elif wants_record:
             reg["status"] = bench_store.record_level(p["baseline_dir"], self.key, p["fingerprint"], self.workload,
                                                      conc, res["trials"]["metrics"], p["trials"], self.run_id,
-                                                     replace=p["update_baseline"])
+                                                     replace=p["update_baseline"], extra={"counts": res.get("counts")})
             if p["update_baseline"]:
                 reg["passed"] = True  # an explicit replacement is not a regression verdict
         res["gpu_health"] = self.health_state
@@ -660,6 +701,8 @@ class BenchRun(object):
         self.progress("c=%d %s" % (conc, verdict if reg["passed"] else reg["status"].upper()))
         if reg["status"] == "refused":
             raise BenchFailure("gpu_health", "c=%d: %s" % (conc, reg["reason"]))
+        if refusal and p["update_baseline"]:
+            raise BenchFailure("unverified_counts", "update_baseline=true: " + reg["reason"])
         if not reg["passed"]:
             raise BenchFailure("regression", regression_text(conc, reg["checks"]) + (
                 " (confirmed by %d more measurement(s): %s)" % (len(unconfirmed), ", ".join(
@@ -783,7 +826,8 @@ class BenchRun(object):
                 pb = lvl["regression"]["pending_baseline"]
                 events[k] = bench_store.record_level(
                     p["baseline_dir"], doc["key"], doc.get("fingerprint"), doc.get("workload"), int(k), pb["metrics"],
-                    pb["trials"], self.run_id, replace=pb["replace"], extra={"gpu_health": lvl.get("gpu_health")})
+                    pb["trials"], self.run_id, replace=pb["replace"],
+                    extra={"gpu_health": lvl.get("gpu_health"), "counts": lvl.get("counts")})
         bench_store.update_run(p["report_dir"], self.run_id, update)
         self.out.update(changed=True, baselines=dict(events))
         if reasons:
@@ -813,6 +857,38 @@ class BenchRun(object):
             return Result(self.out, True, "run %s has failures: %s" % (self.run_id, "; ".join(doc["failures"])),
                           self.warnings)
         return Result(self.out, warnings=self.warnings)
+
+
+# how to make the counts verifiable: the server's own generated-token counter (server_metrics.py)
+VERIFY_HINT = ("to verify them, start the server with its metrics on (SGLang: --enable-metrics) and keep "
+               "server_metrics auto or require")
+
+
+def counts_verdict(conc, res):
+    """Whether the level's token counts could be verified: (``verified`` | ``unverified`` | ``unchecked``, reason).
+
+    ``verified``: the server's generated-token counter agrees with the summed usage. ``unverified``: responses counted
+    more completion tokens than bytes of streamed text (SGLang's special tokens stream no text, and so does a lie) and
+    no counter confirmed them, or the counter disagrees. ``unchecked``: no counter read, but no response claimed more
+    tokens than the text it streamed."""
+    above = (res.get("token_accounting") or {}).get("usage_above_text") or 0
+    sm = res.get("server_metrics") or {}
+    check = dict((c["metric"], c) for c in sm.get("checks") or []).get("generation_tokens") or {}
+    if check.get("status") == "ok":
+        return "verified", "c=%d: the server's generation-token counter (%d) agrees with the usage (%d)%s" % (
+            conc, check["server"], check["client"], " (%d responses counted more completion tokens than bytes of "
+            "streamed text: special tokens)" % above if above else "")
+    if check.get("status") == "disagree":
+        return "unverified", ("c=%d: token counts unverified: the server's generation-token counter (%g) disagrees "
+                              "with the responses' usage (%g)" % (conc, check["server"], check["client"]))
+    if above:
+        return "unverified", ("c=%d: token counts unverified: %d/%d responses counted more completion tokens than "
+                              "bytes of streamed text and the server's token counter was not read (%s); special "
+                              "tokens and a server that over-reports look the same, %s" % (
+                                  conc, above, res.get("completed") or 0, sm.get("reason") or sm.get("status") or "off",
+                                  VERIFY_HINT))
+    return "unchecked", "c=%d: no server token counter read; no response counted more tokens than its streamed text" % (
+        conc)
 
 
 def token_accounting(recs, count_tokens):

@@ -254,10 +254,18 @@ def summary_line(verdict):
     return "%s: %s" % (head, "; ".join(parts))
 
 
-def fetch(base_url, timeout=5.0):
-    """GET <base_url>/metrics (no API key: SGLang serves it without one) -> text; MetricsError on any failure."""
+# Where the engine's metrics are: SGLang serves them on /metrics (--enable-metrics). SMG, the SGLang model gateway in
+# front of the workers (a bench through the router), answers /metrics on its main port with 404 and serves its
+# workers' metrics on /engine_metrics, aggregated, each series labelled worker_addr (measured with smg 1.13.0:
+# tests/fixtures/sglang-0.5.17/smg-1.13.0-engine-metrics.txt; sgl-project/sglang PR #12970 names the endpoint of its
+# predecessor, sgl-router, which also rewrote the prefix to sglang_). The first path with SGLang metrics is used.
+PATHS = ("/metrics", "/engine_metrics")
+
+
+def fetch(base_url, timeout=5.0, path="/metrics"):
+    """GET <base_url><path> (no API key: SGLang serves /metrics without one) -> text; MetricsError on any failure."""
     from ansible.module_utils.urls import open_url  # the bench module's own HTTP helper (no extra dependency)
-    url = base_url.rstrip("/") + "/metrics"
+    url = base_url.rstrip("/") + path
     try:
         return open_url(url, timeout=timeout, validate_certs=False).read().decode("utf-8", "replace")
     except Exception as exc:  # HTTP errors, refused connections, timeouts: all mean "no server metrics"
@@ -265,22 +273,31 @@ def fetch(base_url, timeout=5.0):
 
 
 def begin(base_url, mode, model=None, get=fetch):
-    """Snapshot before a level: (snapshot, None) or (None, reason). mode off -> (None, 'off')."""
+    """Snapshot before a level: (snapshot, None) or (None, reason). mode off -> (None, 'off'). The snapshot's ``path``
+    is the first of PATHS that has SGLang metrics; the reason names what each path answered."""
     if mode == "off":
         return None, "off"
-    try:
-        return snapshot(get(base_url), model), None
-    except MetricsError as exc:
-        return None, str(exc)
+    reasons = []
+    for path in PATHS:
+        try:
+            snap = snapshot(get(base_url, path=path), model)
+        except MetricsError as exc:
+            reasons.append("%s: %s" % (path, exc) if path not in str(exc) else str(exc))
+            continue
+        snap["path"] = path
+        return snap, None
+    return None, "; ".join(reasons)
 
 
 def finish(base_url, before, records, tolerance=DEFAULT_TOLERANCE, model=None, get=fetch):
     """Snapshot after the level, the delta and the verdict (status ok / disagree / unavailable)."""
+    path = before.get("path") or PATHS[0]
     try:
-        d = delta(before, snapshot(get(base_url), model))
+        d = delta(before, snapshot(get(base_url, path=path), model))
     except MetricsError as exc:
-        return {"status": "unavailable", "reason": str(exc), "agree": None}
+        return {"status": "unavailable", "reason": str(exc), "agree": None, "path": path}
     verdict = reconcile(d, client_side(records), tolerance)
     verdict["status"] = "ok" if verdict["agree"] else "disagree"
+    verdict["path"] = path
     verdict["line"] = summary_line(verdict)
     return verdict

@@ -140,12 +140,32 @@ def load_baseline(baseline_dir, key):
     return read_json(baseline_path(baseline_dir, key))
 
 
+# gate metrics computed from the output token counts (throughput, and TPOT = (E2E - TTFT) / (tokens - 1))
+TOKEN_METRICS = ("output_throughput", "total_throughput", "peak_output_throughput", "tpot_ms.p50", "tpot_ms.mean")
+
+
+class BaselineRefused(ValueError):
+    """A level that must not become a baseline (its token counts could not be verified)."""
+
+
+def recordable(counts, reason=None):
+    """None when a level with this ``counts`` verdict may be a baseline, else why not (the writer's refusal)."""
+    if counts != "unverified":
+        return None
+    return ("no baseline recorded: %s. A baseline from unverified counts would make every later run compare "
+            "against figures no one checked" % (reason or "token counts unverified"))
+
+
 def record_level(baseline_dir, key, fingerprint, workload, concurrency, agg, trials, run_id, replace=False, extra=None):
-    """Record ``agg`` (aggregate_trials output) as the baseline of one concurrency level.
+    """Record ``agg`` (aggregate_trials output) as the baseline of one concurrency level. A level whose token counts
+    are unverified (``extra["counts"]``) is refused: BaselineRefused, nothing written.
 
     Returns ``"recorded"`` (new baseline or new level), ``"replaced"`` (replace=True; the old file is
     archived first and the event logged) or ``"kept"`` (a baseline exists and replace is False).
     """
+    refusal = recordable((extra or {}).get("counts"), (extra or {}).get("counts_reason"))
+    if refusal:
+        raise BaselineRefused("c=%s: %s" % (concurrency, refusal))
     path = baseline_path(baseline_dir, key)
     level = str(concurrency)
     with Locked(path):
@@ -171,18 +191,25 @@ def record_level(baseline_dir, key, fingerprint, workload, concurrency, agg, tri
     return event
 
 
-def compare(agg_now, base_entry, metrics, tolerance, min_abs_ms=1.0, noise_factor=1.0, max_threshold=None):
+def compare(agg_now, base_entry, metrics, tolerance, min_abs_ms=1.0, noise_factor=1.0, max_threshold=None,
+            unverified=None):
     """Regression checks of one level (the rule docs/bench.md states). A metric fails when it is worse than the
     baseline median by more than ``min(max(tolerance, noise_factor * noise), max_threshold)`` (relative), noise =
     the larger of the baseline's stored spread and this run's (metrics.aggregate_trials: trial half-range or
     within-trial standard error); latency metrics also need an absolute change above ``min_abs_ms``. A threshold
-    cut to ``max_threshold`` is marked ``noise_limited`` (the level is too noisy to see smaller regressions)."""
+    cut to ``max_threshold`` is marked ``noise_limited`` (the level is too noisy to see smaller regressions).
+    ``unverified`` (the reason this run's token counts are unverified): the metrics computed from token counts
+    (TOKEN_METRICS) are not compared, each check says so; the others are."""
     checks = []
     base = (base_entry or {}).get("metrics", {})
     for name in metrics:
         if name not in GATE_METRICS:
             continue
         higher_better = GATE_METRICS[name][1]
+        if unverified and name in TOKEN_METRICS:
+            checks.append({"metric": name, "passed": True, "counts": "unverified",
+                           "skipped": "not compared: %s" % unverified})
+            continue
         b = base.get(name)
         n = agg_now.get(name)
         if not b or not n or b.get("median") in (None, 0) or n.get("median") is None:

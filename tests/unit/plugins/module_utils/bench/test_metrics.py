@@ -116,3 +116,14 @@ def test_sampling_noise_sees_a_load_change_during_the_level_and_none_when_steady
     assert quiet["tpot_ms.p50"] == pytest.approx(0.0, abs=1e-6)
     assert noisy["tpot_ms.p50"] > 0.1 and noisy["ttft_ms.p50"] == pytest.approx(0.0, abs=1e-6)
     assert bm.sampling_noise(steady[:9], 4) == {}  # fewer than 2 requests per block: no estimate
+
+
+def test_a_slow_first_window_is_flagged_and_a_steady_level_is_not():
+    # 40 requests at c=4: the first 8 (the first block) see a 0.5 s TTFT (a ramp), the rest 0.05 s
+    ramp = [rec(i * 0.1, 0.5 if i < 8 else 0.05, 0.01, 16) for i in range(40)]
+    steady = [rec(i * 0.1, 0.05 + 0.001 * (i % 3), 0.01, 16) for i in range(40)]
+    fw = bm.first_window(ramp, 4)
+    assert fw["checked"] and fw["outlier"] and fw["requests"] == 8
+    assert fw["metrics"]["ttft_ms.p50"] == {"first": 500.0, "rest_median": 50.0, "outlier": True}
+    assert not bm.first_window(steady, 4)["outlier"]
+    assert bm.first_window(steady[:9], 4) == {"checked": False, "outlier": False, "reason": "fewer than 2 requests a block"}

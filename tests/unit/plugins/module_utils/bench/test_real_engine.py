@@ -80,7 +80,7 @@ class SGLangShapedClient(FakeClient):
         self.server_tokens = server_tokens  # None: the server's counter equals the usage it sent
         self.gen = self.prompt = self.reqs = 0
 
-    def fetch_metrics(self, base_url, timeout=5.0):
+    def fetch_metrics(self, base_url, timeout=5.0, path="/metrics"):
         # every first token inside (0, 0.1] s by the server's timer (the fake's TTFT is 50 ms)
         return metrics_text(self.gen, self.prompt, self.reqs, [("0.1", self.reqs), ("0.25", self.reqs),
                                                                ("+Inf", self.reqs)])

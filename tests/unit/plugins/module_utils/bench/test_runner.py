@@ -157,3 +157,36 @@ def test_threshold_comes_from_measured_noise_not_only_the_tolerance(tmp_path):
     assert not res.failed, res.msg  # ~11% slower is inside the noise
     chk = {c["metric"]: c for c in res.out["results"][0]["regression"]["checks"]}
     assert chk["output_throughput"]["threshold"] > 0.15
+
+
+def test_unverified_counts_are_not_gated_as_verified_and_never_replace_a_baseline(tmp_path):
+    # a verified-free baseline first (usage within the text), then a server whose usage claims 10x, no /metrics
+    assert not run(params(tmp_path, concurrency=2, run_id="base"), FakeClient()).failed
+    res = run(params(tmp_path, concurrency=2, run_id="lie"), FakeClient(usage_tokens=640))
+    assert not res.failed, res.msg
+    lvl = res.out["results"][0]
+    assert lvl["counts"] == "unverified" and "--enable-metrics" in lvl["counts_reason"]
+    checks = dict((c["metric"], c) for c in lvl["regression"]["checks"])
+    assert checks["output_throughput"]["counts"] == "unverified" and "baseline" not in checks["output_throughput"]
+    assert checks["tpot_ms.p50"]["skipped"].startswith("not compared: c=2: token counts unverified")
+    assert checks["ttft_ms.p50"]["baseline"] and lvl["regression"]["counts"] == "unverified"
+    res = run(params(tmp_path, concurrency=2, run_id="lie2", update_baseline=True), FakeClient(usage_tokens=640))
+    assert res.failed and res.out["failure_class"] == "unverified_counts", res.msg
+    assert "update_baseline=true: c=2: no baseline recorded: c=2: token counts unverified" in res.msg
+    base = bench_store.load_baseline(str(tmp_path / "baselines"), lvl["regression"]["key"])
+    assert base["levels"]["2"]["run_id"] == "base" and base["levels"]["2"]["counts"] == "unchecked"
+    hist = bench_store.read_jsonl(os.path.join(str(tmp_path / "reports"), "history.jsonl"))
+    assert [h["counts"] for h in hist] == ["unchecked", "unverified", "unverified"]
+
+
+def test_every_level_is_warmed_up_at_its_own_concurrency_first(tmp_path):
+    # a c=8 level after a c=1 level: its own warm-up, one request per slot sent at c=8, right before it is measured
+    client = FakeClient()
+    res = run(params(tmp_path, concurrency="1,8", run_id="warm", min_duration_s=0), client)
+    assert not res.failed, res.msg
+    loads = [c for c in client.calls if c[0] == "load"]
+    for lvl in res.out["results"]:
+        c = lvl["concurrency"]
+        assert lvl["warmup"]["requests"] >= c and lvl["warmup"]["concurrency"] == c, lvl.get("warmup")
+        measured = loads.index(("load", lvl["num_prompts"], c))
+        assert loads[measured - 1] == ("load", lvl["warmup"]["requests"], c), loads

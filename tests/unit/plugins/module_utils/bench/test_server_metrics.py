@@ -87,9 +87,9 @@ def _server_text(gen, reqs, ttft_counts):
 
 def _cross_check(server_after, records, tol=0.02):
     texts = iter([_server_text(1000, 10, [("0.1", 0), ("0.2", 0), ("+Inf", 0)]), server_after])
-    before, why = sm.begin("http://x", "auto", get=lambda url: next(texts))
+    before, why = sm.begin("http://x", "auto", get=lambda url, path: next(texts))
     assert why is None
-    return sm.finish("http://x", before, records, tol, get=lambda url: next(texts))
+    return sm.finish("http://x", before, records, tol, get=lambda url, path: next(texts))
 
 
 def test_agreement():
@@ -125,14 +125,46 @@ def test_ttft_below_the_server_bucket_is_flagged():
 
 
 def test_server_unreachable_is_not_a_crash():
-    def boom(url):
-        raise sm.MetricsError("GET %s/metrics failed: refused" % url)
-    assert sm.begin("http://x", "auto", get=boom) == (None, "GET http://x/metrics failed: refused")
+    def boom(url, path):
+        raise sm.MetricsError("GET %s%s failed: refused" % (url, path))
+    assert sm.begin("http://x", "auto", get=boom) == (
+        None, "GET http://x/metrics failed: refused; GET http://x/engine_metrics failed: refused")
     assert sm.begin("http://x", "off", get=boom) == (None, "off")
 
 
 def test_server_restart_during_level_is_unavailable_not_agree():
     texts = iter([_server_text(1000, 10, [("+Inf", 0)]), _server_text(5, 1, [("+Inf", 1)])])
-    before, dummy = sm.begin("http://x", "auto", get=lambda url: next(texts))
-    v = sm.finish("http://x", before, _records(1, 5, 0.1), get=lambda url: next(texts))
+    before, dummy = sm.begin("http://x", "auto", get=lambda url, path: next(texts))
+    v = sm.finish("http://x", before, _records(1, 5, 0.1), get=lambda url, path: next(texts))
     assert v["status"] == "unavailable" and "restarted" in v["reason"]
+
+
+REAL = os.path.join(os.path.dirname(FIXTURE), "..", "sglang-0.5.17")
+
+
+def _read(name):
+    with open(os.path.join(REAL, name)) as f:
+        return f.read()
+
+
+def test_recorded_scrape_reads_the_same_in_both_spellings():
+    # the real SGLang 0.5.17 /metrics, and the same text with every name spelled sglang_ (derived, underscore_metrics.py)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("underscore_metrics", os.path.join(REAL, "underscore_metrics.py"))
+    derive = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(derive)
+    colon, underscored = _read("metrics-after-bench.txt"), _read("metrics-after-bench-underscore.txt")
+    assert derive.underscore(colon) == underscored, "the derived fixture is stale: run underscore_metrics.py"
+    assert "sglang:" not in underscored and "sglang_generation_tokens_total" in underscored
+    a, b = sm.snapshot(colon, "tiny"), sm.snapshot(underscored, "tiny")
+    assert a == b and a["counters"]["generation_tokens"] > 0 and a["ttft"]["count"] > 0
+
+
+def test_smg_engine_metrics_read_as_the_workers_own():
+    # smg 1.13.0's /engine_metrics in front of the replayed SGLang 0.5.17 (recorded): colon names, worker_addr added
+    import json
+    with open(os.path.join(REAL, "exchanges.json")) as f:
+        worker = "".join(t for dummy, t in json.load(f)["metrics-after"]["reads"])
+    smg = _read("smg-1.13.0-engine-metrics.txt")
+    assert 'worker_addr="http://127.0.0.1:' in smg
+    assert sm.snapshot(smg, "tiny") == sm.snapshot(worker, "tiny")

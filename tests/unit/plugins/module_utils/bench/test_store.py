@@ -129,3 +129,13 @@ def test_failed_requests_are_not_shown_as_incoherent_output():
     lv.update(requests=8, completed=6, coherent=6, incoherent=0, errors={"http_5xx": 2})
     row = bench_report.table_lines([lv])[2]
     assert "6/6" in row and "http_5xx=2" in row and "NO (6/8)" not in row
+
+
+def test_the_baseline_writer_refuses_unverified_counts(tmp_path):
+    agg = {"output_throughput": {"median": 100.0, "spread": 0.0}}
+    with pytest.raises(bench_store.BaselineRefused) as e:
+        bench_store.record_level(str(tmp_path), "k", {}, {}, 4, agg, 1, "r", extra={
+            "counts": "unverified", "counts_reason": "c=4: token counts unverified: ... (SGLang: --enable-metrics)"})
+    assert str(e.value).startswith("c=4: no baseline recorded: c=4: token counts unverified")
+    assert os.listdir(str(tmp_path)) == []
+    assert bench_store.record_level(str(tmp_path), "k", {}, {}, 4, agg, 1, "r", extra={"counts": "verified"}) == "recorded"
