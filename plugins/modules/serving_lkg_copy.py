@@ -40,13 +40,7 @@ notes:
   - It runs M(gpuhost.sglang.host_read) on the host, and M(gpuhost.sglang.host_files) to restore.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuhost.sglang.attributes.check_mode_full
 """
 
 EXAMPLES = r"""
