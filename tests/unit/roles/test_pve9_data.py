@@ -44,7 +44,7 @@ def test_platforms_list_trixie():
 
 def test_production_inventory_installs_a_driver_on_pve8_and_on_pve9():
     """The example inventory names no branch that one of the two majors' NVIDIA repositories lacks: Debian 13's
-    carries 590 only (NVIDIA/cuda-repo-management issue 38), so a pinned "580" stops the role on Proxmox VE 9."""
+    carries 590 only (NVIDIA/cuda-repo-management #38), so a pinned "580" stops the role on Proxmox VE 9."""
     inv = load("inventories/production/group_vars/proxmox_hosts.yml")
     requested = str(inv.get("nvidia_driver_branch", "") or "")
     releases = load("roles/nvidia_driver/vars/main.yml").get("nvidia_driver_repo_releases", {})
