@@ -56,9 +56,14 @@ class ActionModule(ActionBase):
 
     def _save(self, lkg_dir, directory, task_vars):
         tree = self._module("gpuhost.sglang.host_read", {"tree": lkg_dir}, task_vars)["tree"]["files"]
-        paths = [e["path"] for e in tree if e.get("isreg") and posixpath.dirname(e["path"]) == lkg_dir.rstrip("/")]
+        entries = [e for e in tree if e.get("isreg") and posixpath.dirname(e["path"]) == lkg_dir.rstrip("/")]
+        paths = [e["path"] for e in entries]
         if not paths:
             return {"changed": False, "files": [], "msg": "no last-known-good record in %s: nothing saved" % lkg_dir}
+        # a copy whose every file has the host's checksum is current: no second read (a no-op deploy's round trip)
+        copy = lkg_copy.read_copy(directory)
+        if lkg_copy.checksums(copy) == dict((posixpath.basename(e["path"]), e.get("checksum")) for e in entries):
+            return {"changed": False, "files": sorted(copy), "msg": "the controller copy in %s is current" % directory}
         texts = self._module("gpuhost.sglang.host_read", {"files": paths}, task_vars)["files"]
         files = dict((posixpath.basename(p), t) for p, t in texts.items() if t is not None)
         if self._task.check_mode:

@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import os
 import shutil
@@ -68,6 +69,11 @@ def read_copy(directory):
             with open(path, encoding="utf-8", errors="surrogateescape") as fh:
                 out[name] = fh.read()
     return out
+
+
+def checksums(files):
+    """{name: sha1 of the text as written} (module host_read's tree gives the host's files in this form)."""
+    return dict((name, hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()) for name, text in files.items())
 
 
 def save(directory, files):

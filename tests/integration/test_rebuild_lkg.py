@@ -116,6 +116,8 @@ def test_a_good_deploy_saves_the_hosts_record_and_a_host_keeps_its_own(host):
         assert fh.read() == newer["meta.json"]
     with open(os.path.join(host["copy"] + ".previous", "meta.json")) as fh:
         assert json.load(fh)["argv"] == ["--tp-size", "8"]   # the copy it replaced is kept
+    rc, out = playbook(host, str(save))   # a no-op deploy's save: the checksums match, nothing is read or written
+    assert rc == 0 and "the controller copy in %s is current" % host["copy"] in out, out[-2000:]
     # a second rebuild finds the host's own record and leaves it
     rc, out = rebuild(host)
     assert "has a last-known-good record of its own: kept" in out, out[-2000:]

@@ -77,3 +77,11 @@ def test_names_that_are_not_plain_file_names_are_refused(tmp_path):
         lkg_copy.save(str(tmp_path / "c"), dict(record(), **{"../x": "y"}))
     with pytest.raises(lkg_copy.CopyError, match="not a plain file name"):
         lkg_copy.restore_plan(None, dict(record(), **{"a/b": "y"}), "d")
+
+
+def test_checksums_match_what_the_host_read_gives(tmp_path):
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving import host_read
+    for name, text in record().items():
+        (tmp_path / name).write_text(text)
+    tree = host_read.read_tree("", str(tmp_path))["files"]
+    assert lkg_copy.checksums(record()) == dict((os.path.basename(e["path"]), e["checksum"]) for e in tree)
