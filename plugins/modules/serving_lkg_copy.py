@@ -19,7 +19,8 @@ description:
   - O(op=restore) puts the copy back into O(lkg_dir) on a host that has no record of its own (a reinstalled host, a
     new container), so that the first deploy there can roll back to it; a host's own record is never replaced, and
     without a whole copy nothing is written (the result's C(msg) says why).
-  - The record holds the serving unit's environment file (the API key), and the host logs the arguments of a module, so give the task C(no_log) as the role does; the result never holds the contents.
+  - The record holds the serving unit's environment file (the API key), and the host logs the arguments of a
+    module, so give the task C(no_log) as the role does; the result never holds the contents.
 author:
   - gpuhost.sglang contributors (@gpuhost)
 options:
