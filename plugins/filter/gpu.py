@@ -9,6 +9,9 @@ secure_boot_state       (mokutil --sb-state stdout, stderr, rc) -> {state, signi
 mok_enrollment_state    (mokutil --test-key stdout, stderr, rc) -> enrolled | not_enrolled | pending | invalid | unknown
 mok_enrollment_steps    certificate path on the host -> the operator's steps (list of lines)
 host_compute_stack      (mode, host_serves, cuda_version, install_nccl) -> toolkit / NCCL to install on the host
+nvidia_repo_release     (release key, release table, base URL, repo URL, keyring URL) -> the release's repository
+nvidia_driver_branch_choice (repository, arch policy, arch, requested branch, its variable) -> the branch to install
+The last two answer {error: text} instead of failing, so the role's assert prints the text as its message.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,6 +22,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule
 
+driver_repo = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.gpu.driver_repo")
 dkms = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.gpu.dkms")
 host_stack = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.gpu.host_stack")
 nvidia_banner = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.gpu.nvidia_banner")
@@ -54,8 +58,23 @@ def host_compute_stack(mode, serves, cuda_version, install_nccl):
         raise AnsibleFilterError("host_compute_stack: %s" % exc)
 
 
+def nvidia_repo_release(release_key, releases, base_url, repo_url="", keyring_url=""):
+    try:
+        return dict(driver_repo.release_repository(release_key, releases, base_url, repo_url, keyring_url), error="")
+    except ValueError as exc:
+        return {"error": "nvidia_driver: %s" % exc}
+
+
+def nvidia_driver_branch_choice(repository, policy, arch, requested="", requested_var="nvidia_driver_branch"):
+    try:
+        return dict(driver_repo.choose_branch(repository, policy, arch, requested, requested_var), error="")
+    except ValueError as exc:
+        return {"error": str(exc), "branch": "", "reason": ""}
+
+
 class FilterModule(object):
     def filters(self):
         return {"host_compute_stack": host_compute_stack, "nvidia_module_version": nvidia_module_version,
                 "kernel_header_packages": kernel_header_packages, "secure_boot_state": secure_boot_state, "mok_enrollment_state": mok_enrollment_state,
-                "mok_enrollment_steps": mok_enrollment_steps}
+                "mok_enrollment_steps": mok_enrollment_steps, "nvidia_repo_release": nvidia_repo_release,
+                "nvidia_driver_branch_choice": nvidia_driver_branch_choice}

@@ -31,6 +31,12 @@ options:
       owner: {description: User name., type: str, default: root}
       group: {description: Group name., type: str, default: root}
       mode: {description: Octal mode as a string., type: str, default: "0755"}
+      create_only:
+        description:
+          - Owner, group and mode apply only when the directory is made; an existing one is left as it is (a directory
+            the role does not own, such as the parent of a model directory on a dataset the host bind-mounts).
+        type: bool
+        default: false
   files:
     description: Text files, written after the directories.
     type: list
@@ -86,7 +92,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             directories=dict(type="list", elements="dict", default=[], options=dict(
-                path=dict(type="path", required=True), mode=dict(type="str", default=host_files.DIRECTORY_MODE), **owned)),
+                path=dict(type="path", required=True), mode=dict(type="str", default=host_files.DIRECTORY_MODE),
+                create_only=dict(type="bool", default=False), **owned)),
             files=dict(type="list", elements="dict", default=[], options=dict(
                 dest=dict(type="path", required=True), content=dict(type="str", required=True),
                 mode=dict(type="str", default=host_files.FILE_MODE), **owned)),

@@ -231,9 +231,20 @@ def live_argv(host):
 def test_second_run_changes_nothing(host):
     # stage 31 has just proven the plain rerun at changed=0: this one adds a fallback that would fail (transformers
     # serve cannot start on a CUDA device here). The base passes without a restart, so the fallback is never tried.
+    # The model's parent as a Proxmox host's bind-mounted dataset presents itself: another group, another mode. The
+    # role leaves a directory it did not make as the host set it (and reports no change).
+    models = "/var/lib/sglang/models"
+    was = ssh(host, "stat -c '%%G %%a' %s" % models).split()
+    ssh(host, "chgrp nogroup %s && chmod 2775 %s" % (models, models))
     before = serving_state(host)
-    rc, out, counts = deploy(host, {"sglang_fallback_chain": [{"device": "cuda"}]})
+    try:
+        rc, out, counts = deploy(host, {"sglang_fallback_chain": [{"device": "cuda"}]})
+        dataset = ssh(host, "stat -c '%%G %%a' %s" % models)
+    finally:
+        # five digits: GNU chmod keeps a directory's setgid bit under a shorter numeric mode
+        ssh(host, "chgrp %s %s && chmod 0%s %s" % (was[0], models, was[1].zfill(4), models))
     assert rc == 0, out[-3000:]
+    assert dataset == "nogroup 2775", "the role changed the host's dataset %s: %s" % (models, dataset)
     assert "candidate 0 passed the gate" in out, out[-3000:]
     assert "candidate 1 passed the gate" not in out, out[-3000:]
     assert counts.get("changed") == 0, out[-3000:]

@@ -69,7 +69,9 @@ def _differs(full, uid, gid, mode):
 
 
 def ensure_directory(root, spec, check_mode):
-    """Returns the list of what changed ('created', 'owner', 'group', 'mode'); empty when nothing did."""
+    """Returns the list of what changed ('created', 'owner', 'group', 'mode'); empty when nothing did. A
+    ``create_only`` directory gets its owner, group and mode only when it is made: an existing one is the host's
+    (a dataset bind-mounted from a Proxmox host, say) and is left as the host set it."""
     path = spec["path"]
     full = unit_host._path(root, path)
     owner, group, mode = declared(spec, DIRECTORY_MODE)
@@ -77,6 +79,8 @@ def ensure_directory(root, spec, check_mode):
     uid, gid = _ids(owner, group, check_mode)
     if os.path.lexists(full) and not os.path.isdir(full):
         raise FilesError("%s exists and is not a directory" % path)
+    if spec.get("create_only") and os.path.isdir(full):
+        return []
     if not os.path.isdir(full):
         if not check_mode:
             os.makedirs(full)
@@ -141,7 +145,8 @@ def known_difference(directories, files, known):
         for spec in directories:
             path = spec["path"]
             entry = known.get(path)
-            if not (isinstance(entry, dict) and entry.get("isdir") and _same_owner_mode(entry, spec, DIRECTORY_MODE)):
+            if not (isinstance(entry, dict) and entry.get("isdir")
+                    and (spec.get("create_only") or _same_owner_mode(entry, spec, DIRECTORY_MODE))):
                 return path
         for spec in files:
             path = spec["dest"]

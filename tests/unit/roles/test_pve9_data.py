@@ -21,8 +21,10 @@ def load(rel):
 
 
 def test_driver_repository_knows_debian_13():
-    distros = load("roles/nvidia_driver/vars/main.yml")["nvidia_driver_repo_distros"]
-    assert distros["Debian-13"] == "debian13" and distros["Debian-12"] == "debian12"
+    releases = load("roles/nvidia_driver/vars/main.yml")["nvidia_driver_repo_releases"]
+    assert releases["Debian-13"]["distro"] == "debian13" and releases["Debian-12"]["distro"] == "debian12"
+    # Debian 13's repository has a key of its own (the old one's SHA1 binding is refused by Debian 13's apt)
+    assert releases["Debian-13"]["key_file"] == "8793F200.pub" and releases["Debian-12"]["key_file"] == "3bf863cc.pub"
 
 
 def test_proxmox_releases_and_template_families():
@@ -38,3 +40,21 @@ def test_platforms_list_trixie():
         platforms = load("roles/%s/meta/main.yml" % role)["galaxy_info"]["platforms"]
         versions = [v for p in platforms if p["name"] == "Debian" for v in p["versions"]]
         assert "trixie" in versions and "bookworm" in versions, role
+
+
+def test_production_inventory_installs_a_driver_on_pve8_and_on_pve9():
+    """The example inventory names no branch that one of the two majors' NVIDIA repositories lacks: Debian 13's
+    carries 590 only (NVIDIA/cuda-repo-management #38), so a pinned "580" stops the role on Proxmox VE 9."""
+    inv = load("inventories/production/group_vars/proxmox_hosts.yml")
+    requested = str(inv.get("nvidia_driver_branch", "") or "")
+    releases = load("roles/nvidia_driver/vars/main.yml").get("nvidia_driver_repo_releases", {})
+    for release, pve in (("Debian-12", 8), ("Debian-13", 9)):
+        carried = [str(b) for b in releases.get(release, {}).get("branches", ["590"] if pve == 9 else [])]
+        assert not requested or not carried or requested in carried, (
+            "PVE %d (%s): nvidia_driver_branch=%s is not in its NVIDIA repository (%s)" % (pve, release, requested, carried))
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu.driver_repo import choose_branch, release_repository
+    data = load("roles/nvidia_driver/vars/main.yml")
+    chosen = [choose_branch(release_repository(r, releases, data["nvidia_driver_repo_base_url"]),
+                            data["nvidia_driver_arch_policy"]["Blackwell"], "Blackwell", requested)["branch"]
+              for r in ("Debian-12", "Debian-13")]
+    assert chosen == ["580", "590"]

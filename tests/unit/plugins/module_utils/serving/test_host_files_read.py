@@ -192,3 +192,36 @@ def test_the_controller_calls_the_module_for_what_it_did_not_read_or_cannot_judg
     os.chmod(str(tmp_path / "etc/app"), 0o755)
     as_root = ME == "root" and MY_GROUP == "root"
     assert host_files.known_difference(root_dir, [], _known(str(tmp_path), root_dir, [])) == (None if as_root else "/etc/app")
+
+
+def _model_parent_declaration():
+    """The serving role's declaration of the model's parent directory (roles/sglang/vars/main.yml)."""
+    import yaml
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
+    with open(os.path.join(root, "roles/sglang/vars/main.yml")) as f:
+        dirs = yaml.safe_load(f)["__sglang_install_dirs_declared"]
+    (spec,) = [d for d in dirs if d["path"] == "{{ sglang_model_path | dirname }}"]
+    return dict(spec, path="/srv/models", group=MY_GROUP)
+
+
+def test_the_hosts_model_dataset_keeps_its_owner_group_and_mode(tmp_path):
+    """The model's parent on a Proxmox host is the host's dataset, bind-mounted: the serving role makes it only when
+    it is missing and never chgrp's or chmod's one that exists."""
+    spec = _model_parent_declaration()
+    dataset = tmp_path / "srv/models"
+    dataset.mkdir(parents=True)
+    other = [g for g in grp.getgrall() if g.gr_gid != os.getgid()][0]
+    if os.getuid() == 0:
+        os.chown(str(dataset), -1, other.gr_gid)
+    os.chmod(str(dataset), 0o2770)
+    before = dataset.stat()
+    res = host_files.ensure(str(tmp_path), [spec], [])
+    after = dataset.stat()
+    assert res["paths"] == {}, "the role changed the host's dataset: %s" % res["paths"]
+    assert (after.st_uid, after.st_gid, after.st_mode) == (before.st_uid, before.st_gid, before.st_mode)
+    stat_entry = {"isdir": True, "pw_name": ME, "gr_name": other.gr_name, "mode": "2770"}
+    assert host_files.known_difference([spec], [], {"/srv/models": stat_entry}) is None
+    # missing, it is made as declared (the role's own then)
+    dataset.rmdir()
+    assert host_files.ensure(str(tmp_path), [spec], [])["paths"] == {"/srv/models": ["created"]}
+    assert oct(dataset.stat().st_mode & 0o7777) == "0o" + spec["mode"].lstrip("0")
