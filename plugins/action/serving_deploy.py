@@ -18,7 +18,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import (
-    REPLICA_PHASES, DeployFailed, DeployTransaction, ReplicaRank)
+    REPLICA_PHASES, DeployFailed, DeployTransaction, ReplicaRank, group_candidates)
 
 display = Display()
 
@@ -119,6 +119,10 @@ def check_args(args):
                                     "accuracy={} there (sglang_accuracy_gate=false)" % out["phase"])
     if out["restore"]:
         return out
+    try:
+        out["candidates"] = group_candidates(out["candidates"])
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise AnsibleActionFail("serving_deploy: candidates: %s" % exc)
     if out["phase"] != "all":
         if out["phase"] not in REPLICA_PHASES:
             raise AnsibleActionFail("serving_deploy: phase=%r: allowed values all, %s" % (

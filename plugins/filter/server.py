@@ -80,6 +80,13 @@ def sglang_candidates(profile_fallbacks, fallback_chain, host_options=None):
         raise AnsibleFilterError(str(exc))
 
 
+def sglang_learned_chain(candidates, lessons=None, host_options=None, host_lessons=None):
+    try:
+        return profiles.learned_chain(candidates, lessons, host_options, host_lessons)
+    except profiles.ProfileError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 def sglang_option_sets(candidates, profile_options=None, host_options=None, managed_options=None):
     try:
         return profiles.option_sets(candidates, profile_options, host_options, managed_options)
@@ -117,6 +124,7 @@ class FilterModule(object):
             "sglang_profile": sglang_profile,
             "sglang_profile_details": sglang_profile_details,
             "sglang_candidates": sglang_candidates,
+            "sglang_learned_chain": sglang_learned_chain,
             "sglang_option_sets": sglang_option_sets,
             "sglang_exposure": sglang_exposure,
             "sglang_fallback_budget": sglang_fallback_budget,
