@@ -17,6 +17,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy_host import ReplicaHost
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import (
     REPLICA_PHASES, DeployFailed, DeployTransaction, ReplicaRank, group_candidates)
 
@@ -145,8 +146,8 @@ def check_args(args):
     return out
 
 
-class ModuleHost(object):
-    """The transaction's host interface, one module call per operation (see plugins/plugin_utils/deploy.py)."""
+class ModuleHost(ReplicaHost):
+    """The transaction's host interface (plugins/plugin_utils/deploy_host.py), one module call per operation."""
 
     def __init__(self, action, task_vars, a):
         self.action, self.task_vars, self.a = action, task_vars, a

@@ -13,6 +13,9 @@ sglang_option_sets (candidates, profile options, host options, managed options) 
                    engine gets them (profile < sglang_options < candidate < managed)
 sglang_exposure    (listen address, port, engine's public path prefixes, api key set[, supported]) -> {warning, ...}
 sglang_fallback_budget  (candidates, ready timeout, budget, last-known-good record, chain) -> {worst_case_seconds, line, error}
+sglang_learned_chain  (candidates, profile lessons, host options, host lessons) -> every option set the chain can run
+                   after what earlier failures taught ({position, learned, lessons, options})
+sglang_replica_phases  (replica group) -> the phases of a multi-node replica's deploy, in order
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,6 +31,7 @@ exposure_ = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.
 budget = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.fallback_budget")
 unit_host = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.serving.unit_host")
 args = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args")
+deploy = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy")
 
 
 def server_argv(options, negatable=None, flag_data=None, engine_version=None, var_name="options"):
@@ -108,6 +112,11 @@ def sglang_fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta=N
         raise AnsibleFilterError(str(exc))
 
 
+def sglang_replica_phases(group):
+    """The phases a multi-node replica ``group`` deploys in, in order (deploy.py REPLICA_PHASES: the one list)."""
+    return list(deploy.REPLICA_PHASES)
+
+
 def json_record(text):
     """A small JSON record as host_read returned its text (last-known-good's meta.json, the install stamp): the
     object, or {} when the file is absent or damaged (the deploy transaction names the damage; here it only means
@@ -129,4 +138,5 @@ class FilterModule(object):
             "sglang_exposure": sglang_exposure,
             "sglang_fallback_budget": sglang_fallback_budget,
             "json_record": json_record,
+            "sglang_replica_phases": sglang_replica_phases,
         }

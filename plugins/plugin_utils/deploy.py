@@ -4,24 +4,10 @@
 """The deploy transaction of one serving host: try each candidate until one passes the gate, keep it, or put
 last-known-good back.
 
-Controller-side. ``DeployTransaction`` decides; a *host* does (plugins/action/serving_deploy.py drives a real
-one through modules, tests/harness/fake_deploy_host.py a fake one in memory). The host interface:
-
-  inspect()                      -> {'lkg': record or {}, 'lkg_problem': str, 'active': str}
-  install(unit_content)          -> {'unit_changed': bool, 'env_changed': bool, 'diff': {...}}
-  restart(stop_unit)             -> host clock before the restart (epoch seconds)
-  wait_ready(unit, health_url, since, timeout)
-                                 -> {'state': 'ready'|'failed'|'timeout', 'cls', 'hint', 'evidence', 'journal_tail'}
-  canary(base_url)               -> list of failure messages (empty: passed)
-  accuracy(base_url, action, checks, lkg_file)
-                                 -> the serving_accuracy module's result: action ``measure`` writes the reference
-                                    to lkg_file, ``gate`` compares with it ({passed, class, message, requests,
-                                    seconds}); only called when the spec turns the accuracy gate on
-  record(meta, timeout_content, remove_paths, forget_unit) -> list of changed paths
-  restore(lkg)                   -> host clock before the restart of last-known-good
-  stop(unit)                     -> None
-  monotonic()                    -> seconds (controller clock, for the load time)
-  say(line)                      -> None (one line of progress for the operator)
+Controller-side. ``DeployTransaction`` decides; a *host* does. The host interface is
+plugins/plugin_utils/deploy_host.py (``DeployHost``; ``ReplicaHost`` for a rank of a multi-node replica), with
+three implementations: plugins/action/serving_deploy.py drives a real host through modules,
+plugins/plugin_utils/tune_loop.py one process launcher, tests/harness/fake_deploy_host.py a fake one in memory.
 
 Phases (``run``): for each candidate in order, install -> restart when anything changed or the unit is not
 active -> readiness -> canary -> the accuracy gate when the spec turns it on (``accuracy``: {checks}; against the
@@ -29,7 +15,8 @@ reference recorded with last-known-good, then the passing candidate's own refere
 the first pass is recorded as last-known-good (unless ``lkg_update`` is off)
 and the later candidates are never touched. When none passes, or the run is interrupted after the live unit
 was touched, last-known-good is restored through ``restore`` and proven with the same readiness wait and
-canary at its own address; without a record the failing unit is stopped. Failure classes are values.
+canary at its own address; without a record the failing unit is stopped. Failure classes are values; a later
+candidate runs what the earlier failures' classes taught (``learned``: profiles.py learned_chain).
 
 Interrupts: the host raises KeyboardInterrupt from the operation in flight (plugins/action/serving_deploy.py turns
 the worker's first SIGINT into one). The candidate in flight is then a failure of class ``interrupted`` (also

@@ -28,6 +28,8 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy_host import ReplicaHost
+
 
 def unit_text(name, behave="ok", port=30000, cls=None):
     """A unit file's content; ``cls``: the failure class serving_ready names for a ``fail_start`` (startup_failure
@@ -38,7 +40,7 @@ def unit_text(name, behave="ok", port=30000, cls=None):
     return json.dumps(data, sort_keys=True)
 
 
-class FakeHost(object):
+class FakeHost(ReplicaHost):
     def __init__(self, unit="sglang.service", env_file="/etc/sglang/sglang.env", env="HOME=/var/lib/sglang\n",
                  lkg_dir="/etc/sglang/last-known-good", unit_dir="/etc/systemd/system", interrupt=None, net=None, rank=0):
         self.unit, self.env_file, self.env, self.lkg_dir, self.unit_dir = unit, env_file, env, lkg_dir, unit_dir

@@ -23,7 +23,7 @@ def test_filter_names():
     assert sorted(F) == ["json_record", "server_argv", "sglang_candidates", "sglang_exposure", "sglang_fallback_budget", "sglang_learned_chain",
                          "sglang_option_sets",
                          "sglang_profile",
-                         "sglang_profile_details", "shell_quote", "systemd_exec"]
+                         "sglang_profile_details", "sglang_replica_phases", "shell_quote", "systemd_exec"]
 
 
 def test_learned_chain_filter_names_the_variable():
