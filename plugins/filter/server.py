@@ -16,6 +16,7 @@ sglang_fallback_budget  (candidates, ready timeout, budget, last-known-good reco
 sglang_learned_chain  (candidates, profile lessons, host options, host lessons) -> every option set the chain can run
                    after what earlier failures taught ({position, learned, lessons, options})
 sglang_replica_phases  (replica group) -> the phases of a multi-node replica's deploy, in order
+served_files_changed  (serving_unit inspect files before, after) -> a sentence per file changed or missing
 """
 
 from __future__ import absolute_import, division, print_function
@@ -112,6 +113,14 @@ def sglang_fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta=N
         raise AnsibleFilterError(str(exc))
 
 
+def served_files_changed(before, after):
+    """serving_unit inspect's ``files`` before and after: one sentence per file that differs or is missing."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        raise AnsibleFilterError("served_files_changed expects serving_unit inspect's files mappings, got %s and %s"
+                                 % (type(before).__name__, type(after).__name__))
+    return unit_host.files_changed(before, after)
+
+
 def sglang_replica_phases(group):
     """The phases a multi-node replica ``group`` deploys in, in order (deploy.py REPLICA_PHASES: the one list)."""
     return list(deploy.REPLICA_PHASES)
@@ -139,4 +148,5 @@ class FilterModule(object):
             "sglang_fallback_budget": sglang_fallback_budget,
             "json_record": json_record,
             "sglang_replica_phases": sglang_replica_phases,
+            "served_files_changed": served_files_changed,
         }

@@ -23,7 +23,6 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.ready import DEFAULT_SIGNATURES
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
     OptionsError, normalize_name, parse_version, version_in_range)
 
@@ -31,8 +30,12 @@ __metaclass__ = type
 
 _NO_GPU = ("", "none", "cpu", "null")
 # The failure classes a later candidate can learn from (a lesson names one): the journal signatures' classes of
-# plugins/module_utils/serving/ready.py (DEFAULT_SIGNATURES) and the canary's own class (plugins/plugin_utils/deploy.py).
-LEARNED_CLASSES = tuple(sorted(set(sig["class"] for sig in DEFAULT_SIGNATURES) | {"incoherent"}))
+# plugins/module_utils/serving/ready.py (DEFAULT_SIGNATURES; not imported here: it pulls the HTTP client into every
+# profile filter call, and tests/unit/plugins/plugin_utils/test_learned_fallbacks.py keeps the two equal) and the
+# canary's own class (plugins/plugin_utils/deploy.py).
+LEARNED_CLASSES = ("bad_arguments", "cuda_graph_capture", "incoherent", "model_load", "nan", "no_kv_cache_memory",
+                   "out_of_memory", "port_in_use", "scheduler_exception", "seccomp", "unsupported_arch",
+                   "warmup_failed", "wedged_detokenizer")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

@@ -186,6 +186,12 @@ def test_bad_host_lessons_name_the_variable(host_lessons, needle):
     assert needle in str(exc.value)
 
 
+def test_the_classes_a_lesson_may_name_are_the_readiness_and_canary_classes():
+    from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.ready import DEFAULT_SIGNATURES
+    assert set(profiles.LEARNED_CLASSES) == set(sig["class"] for sig in DEFAULT_SIGNATURES) | {"incoherent"}
+    assert list(profiles.LEARNED_CLASSES) == sorted(profiles.LEARNED_CLASSES)
+
+
 def test_grouping_refuses_entries_out_of_order():
     with pytest.raises(ValueError, match="comes before position 1"):
         group_candidates([{"position": 0, "learned": [], "argv": []}, {"position": 1, "learned": ["nan"], "argv": []}])
