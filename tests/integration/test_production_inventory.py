@@ -171,7 +171,7 @@ def test_production_unit_requires_the_nccl_file_and_carries_the_profile_environm
     for piece in ("--tool-call-parser glm47", "--reasoning-parser glm45", "--kv-cache-dtype fp8_e4m3",
                   "--dsa-decode-backend flashinfer_sparse_mla", "--disable-custom-all-reduce", "--tp-size 8",
                   "--enable-metrics",  # sglang_metrics, accepted by the engine's own parser
-                  # the seeds' one working launch: CUDA graphs off from the first candidate
+                  # the operators' one working launch: CUDA graphs off from the first candidate
                   "--cuda-graph-backend-decode disabled", "--cuda-graph-backend-prefill disabled"):
         assert piece in exec_start, (piece, exec_start)
     # the candidates, learned entries included (graphs off + triton prefill after a NaN), each accepted by the parser

@@ -138,7 +138,7 @@ def test_a_candidate_that_learned_into_a_failed_command_line_is_skipped():
 
 def test_sm120_graph_crash_then_nan_runs_graphs_off_with_triton_prefill():
     """The review's gap on the target box: "graphs off + triton prefill" is what the chain tries once graphs crashed
-    and the next candidate gave NaN, and the first candidate already has graphs off (the seeds' known-good)."""
+    and the next candidate gave NaN, and the first candidate already has graphs off (the operators' known-good launch)."""
     sel = profiles.select_profile("12.0", "glm-dsa", "0.5.23", DATA)
     assert sel["options"]["cuda-graph-backend-decode"] == "disabled" == sel["options"]["cuda-graph-backend-prefill"]
     # a host that turned graphs on in its own chain: its candidate crashes in capture, the next learns from it

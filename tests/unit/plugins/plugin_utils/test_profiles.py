@@ -53,7 +53,7 @@ def test_sm120_glm_dsa_on_0_5_23():
         "disable-custom-all-reduce": True,
         "mem-fraction-static": 0.92,
         "fp8-gemm-backend": "cutlass",
-        # the seeds' one working launch had CUDA graphs off: the first candidate too (graphs on is a tuning candidate)
+        # the operators' one working launch had CUDA graphs off: the first candidate too (graphs on is a tuning candidate)
         "cuda-graph-backend-decode": "disabled",
         "cuda-graph-backend-prefill": "disabled",
     }
