@@ -17,8 +17,9 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy_host import ReplicaHost
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import (
-    REPLICA_PHASES, DeployFailed, DeployTransaction, ReplicaRank)
+    REPLICA_PHASES, DeployFailed, DeployTransaction, ReplicaRank, group_candidates)
 
 display = Display()
 
@@ -119,6 +120,10 @@ def check_args(args):
                                     "accuracy={} there (sglang_accuracy_gate=false)" % out["phase"])
     if out["restore"]:
         return out
+    try:
+        out["candidates"] = group_candidates(out["candidates"])
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise AnsibleActionFail("serving_deploy: candidates: %s" % exc)
     if out["phase"] != "all":
         if out["phase"] not in REPLICA_PHASES:
             raise AnsibleActionFail("serving_deploy: phase=%r: allowed values all, %s" % (
@@ -141,8 +146,8 @@ def check_args(args):
     return out
 
 
-class ModuleHost(object):
-    """The transaction's host interface, one module call per operation (see plugins/plugin_utils/deploy.py)."""
+class ModuleHost(ReplicaHost):
+    """The transaction's host interface (plugins/plugin_utils/deploy_host.py), one module call per operation."""
 
     def __init__(self, action, task_vars, a):
         self.action, self.task_vars, self.a = action, task_vars, a

@@ -13,6 +13,10 @@ sglang_option_sets (candidates, profile options, host options, managed options) 
                    engine gets them (profile < sglang_options < candidate < managed)
 sglang_exposure    (listen address, port, engine's public path prefixes, api key set[, supported]) -> {warning, ...}
 sglang_fallback_budget  (candidates, ready timeout, budget, last-known-good record, chain) -> {worst_case_seconds, line, error}
+sglang_learned_chain  (candidates, profile lessons, host options, host lessons) -> every option set the chain can run
+                   after what earlier failures taught ({position, learned, lessons, options})
+sglang_replica_phases  (replica group) -> the phases of a multi-node replica's deploy, in order
+served_files_changed  (serving_unit inspect files before, after) -> a sentence per file changed or missing
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,6 +32,7 @@ exposure_ = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.
 budget = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.fallback_budget")
 unit_host = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.serving.unit_host")
 args = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args")
+deploy = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy")
 
 
 def server_argv(options, negatable=None, flag_data=None, engine_version=None, var_name="options"):
@@ -80,6 +85,13 @@ def sglang_candidates(profile_fallbacks, fallback_chain, host_options=None):
         raise AnsibleFilterError(str(exc))
 
 
+def sglang_learned_chain(candidates, lessons=None, host_options=None, host_lessons=None):
+    try:
+        return profiles.learned_chain(candidates, lessons, host_options, host_lessons)
+    except profiles.ProfileError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 def sglang_option_sets(candidates, profile_options=None, host_options=None, managed_options=None):
     try:
         return profiles.option_sets(candidates, profile_options, host_options, managed_options)
@@ -101,6 +113,19 @@ def sglang_fallback_budget(candidates, ready_timeout, budget_seconds, lkg_meta=N
         raise AnsibleFilterError(str(exc))
 
 
+def served_files_changed(before, after):
+    """serving_unit inspect's ``files`` before and after: one sentence per file that differs or is missing."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        raise AnsibleFilterError("served_files_changed expects serving_unit inspect's files mappings, got %s and %s"
+                                 % (type(before).__name__, type(after).__name__))
+    return unit_host.files_changed(before, after)
+
+
+def sglang_replica_phases(group):
+    """The phases a multi-node replica ``group`` deploys in, in order (deploy.py REPLICA_PHASES: the one list)."""
+    return list(deploy.REPLICA_PHASES)
+
+
 def json_record(text):
     """A small JSON record as host_read returned its text (last-known-good's meta.json, the install stamp): the
     object, or {} when the file is absent or damaged (the deploy transaction names the damage; here it only means
@@ -117,8 +142,11 @@ class FilterModule(object):
             "sglang_profile": sglang_profile,
             "sglang_profile_details": sglang_profile_details,
             "sglang_candidates": sglang_candidates,
+            "sglang_learned_chain": sglang_learned_chain,
             "sglang_option_sets": sglang_option_sets,
             "sglang_exposure": sglang_exposure,
             "sglang_fallback_budget": sglang_fallback_budget,
             "json_record": json_record,
+            "sglang_replica_phases": sglang_replica_phases,
+            "served_files_changed": served_files_changed,
         }

@@ -280,6 +280,9 @@ def main():
     except ProbeFailure as exc:
         if p["engine"] == "transformers":
             result["reason"] = "cannot introspect the transformers serve CLI: %s" % exc
+            if many:   # each set's argv rendered all the same, unvalidated (as for one set)
+                result["results"] = [dict(argv=a, command_line=shell_quote(a), validated=False, failed=False)
+                                     for a in (server_argv(o) for o in sets)]
             module.exit_json(**result)
         module.fail_json(msg="cannot build the %s parser with %s: %s" % (p["engine"], p["python"], exc), **result)
 

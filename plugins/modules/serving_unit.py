@@ -133,6 +133,12 @@ ready:
       clock.
   returned: op=inspect with O(health_url) and the unit active
   type: dict
+files:
+  description:
+    - The SHA-256 of each file a deploy owns (C(inspect)), null for one that is missing - the unit, the environment
+      file, the last-known-good record (C(meta.json), the unit and C(env) copies) and the start-timeout drop-in.
+  returned: op=inspect
+  type: dict
 preview:
   description: What C(install) of O(unit_content) and O(env_content) would change (unit_changed, env_changed).
   returned: op=inspect with O(unit_content) and O(env_content)

@@ -4,24 +4,10 @@
 """The deploy transaction of one serving host: try each candidate until one passes the gate, keep it, or put
 last-known-good back.
 
-Controller-side. ``DeployTransaction`` decides; a *host* does (plugins/action/serving_deploy.py drives a real
-one through modules, tests/harness/fake_deploy_host.py a fake one in memory). The host interface:
-
-  inspect()                      -> {'lkg': record or {}, 'lkg_problem': str, 'active': str}
-  install(unit_content)          -> {'unit_changed': bool, 'env_changed': bool, 'diff': {...}}
-  restart(stop_unit)             -> host clock before the restart (epoch seconds)
-  wait_ready(unit, health_url, since, timeout)
-                                 -> {'state': 'ready'|'failed'|'timeout', 'cls', 'hint', 'evidence', 'journal_tail'}
-  canary(base_url)               -> list of failure messages (empty: passed)
-  accuracy(base_url, action, checks, lkg_file)
-                                 -> the serving_accuracy module's result: action ``measure`` writes the reference
-                                    to lkg_file, ``gate`` compares with it ({passed, class, message, requests,
-                                    seconds}); only called when the spec turns the accuracy gate on
-  record(meta, timeout_content, remove_paths, forget_unit) -> list of changed paths
-  restore(lkg)                   -> host clock before the restart of last-known-good
-  stop(unit)                     -> None
-  monotonic()                    -> seconds (controller clock, for the load time)
-  say(line)                      -> None (one line of progress for the operator)
+Controller-side. ``DeployTransaction`` decides; a *host* does. The host interface is
+plugins/plugin_utils/deploy_host.py (``DeployHost``; ``ReplicaHost`` for a rank of a multi-node replica), with
+three implementations: plugins/action/serving_deploy.py drives a real host through modules,
+plugins/plugin_utils/tune_loop.py one process launcher, tests/harness/fake_deploy_host.py a fake one in memory.
 
 Phases (``run``): for each candidate in order, install -> restart when anything changed or the unit is not
 active -> readiness -> canary -> the accuracy gate when the spec turns it on (``accuracy``: {checks}; against the
@@ -29,7 +15,8 @@ reference recorded with last-known-good, then the passing candidate's own refere
 the first pass is recorded as last-known-good (unless ``lkg_update`` is off)
 and the later candidates are never touched. When none passes, or the run is interrupted after the live unit
 was touched, last-known-good is restored through ``restore`` and proven with the same readiness wait and
-canary at its own address; without a record the failing unit is stopped. Failure classes are values.
+canary at its own address; without a record the failing unit is stopped. Failure classes are values; a later
+candidate runs what the earlier failures' classes taught (``learned``: profiles.py learned_chain).
 
 Interrupts: the host raises KeyboardInterrupt from the operation in flight (plugins/action/serving_deploy.py turns
 the worker's first SIGINT into one). The candidate in flight is then a failure of class ``interrupted`` (also
@@ -94,11 +81,38 @@ def prove_lkg(host, spec, lkg, since, ready=None):
     return rb
 
 
+def group_candidates(flat):
+    """The role's flat candidate list (profiles.py learned_chain, each entry with ``position`` and ``learned``)
+    as the transaction's: one per position, its learned entries under ``learned`` by lesson key. Entries without
+    a position are positions of their own, in order (a chain that learns nothing)."""
+    out = []
+    for i, entry in enumerate(flat):
+        if "position" not in entry:
+            out.append(dict(entry))
+            continue
+        if entry["position"] not in (len(out), len(out) - 1):
+            raise ValueError("candidates[%d]: position %r out of order (after %d positions)" % (i, entry["position"], len(out)))
+        cand = dict((k, v) for k, v in entry.items() if k not in ("position", "learned"))
+        key = "+".join(sorted(entry.get("learned") or []))
+        if not key:
+            if entry["position"] != len(out):
+                raise ValueError("candidates[%d]: position %d has two entries that learned nothing" % (i, entry["position"]))
+            out.append(dict(cand, learned={}))
+        elif entry["position"] != len(out) - 1:
+            raise ValueError("candidates[%d]: the learned entry %r comes before position %d itself" % (i, key, entry["position"]))
+        else:
+            out[-1]["learned"][key] = cand
+    return out
+
+
 class DeployTransaction(object):
     """One host's deploy. ``spec`` keys:
 
     unit, unit_dir, env_file, lkg_dir, health_url, base_url: where the candidate serves;
-    candidates: [{'options': dict, 'argv': [...], 'unit_content': str}] in order (the first is the configuration);
+    candidates: [{'options': dict, 'argv': [...], 'unit_content': str, 'lessons': [...], 'learned': {key: candidate}}]
+    in order (the first is the configuration); ``learned`` holds the candidate as it runs after earlier failures of
+    the classes its key names (profiles.py lesson_key; group_candidates builds it from the role's flat list): the
+    transaction runs the entry for the classes it has seen, and skips one whose command line already failed;
     ready_timeout: seconds; probes: run the canary; noop_canary: run it also when nothing changed and the server is
     the very process that passed it (same systemd invocation as recorded; off by default: that process was proven,
     and the liveness check probes it on its own schedule); lkg_update: record a pass as last-known-good;
@@ -122,6 +136,32 @@ class DeployTransaction(object):
         self.interrupts = 0
         self.accuracy = []       # the accuracy gate's verdicts and reference measurements, in order
         self.reference = None    # the passing candidate's accuracy reference, for the record
+        self.learned = []        # the failure classes earlier candidates taught a lesson for, in the order seen
+        self.ran = {}            # index -> the candidate as it ran (with what earlier failures taught)
+
+    # ---- what earlier failures taught (plugins/plugin_utils/profiles.py learned_chain) ------------------------
+    def lesson_classes(self):
+        """The classes some candidate has a learned entry for: the failures this chain reacts to."""
+        found = set()
+        for cand in self.s["candidates"]:
+            for key in (cand.get("learned") or {}):
+                found.update(key.split("+"))
+        return found
+
+    def pick(self, index):
+        """Candidate ``index`` as it runs after the classes learned so far: its entry for exactly those classes."""
+        base = self.s["candidates"][index]
+        key = "+".join(sorted(self.learned))
+        cand = (base.get("learned") or {}).get(key, base) if key else base
+        if key and cand is base:
+            self.h.say("WARNING: candidate %d has no entry for what it learned (%s): it runs as configured" % (index, key))
+        self.ran[index] = cand
+        return cand
+
+    def learn(self, index, cls):
+        if cls in self.lesson_classes() and cls not in self.learned:
+            self.learned.append(cls)
+            self.h.say("candidate %d failed with %s: every later candidate applies its lesson" % (index, cls))
 
     # ---- the whole transaction -------------------------------------------------------------------------------
     def run(self):
@@ -137,13 +177,22 @@ class DeployTransaction(object):
             if state.get("lkg_problem"):
                 self.h.say("WARNING: %s" % state["lkg_problem"])
             active = state.get("active", "inactive")
-            for index, cand in enumerate(self.s["candidates"]):
+            for index in range(len(self.s["candidates"])):
+                cand = self.pick(index)
                 known = self.known_failure(index, cand)
                 if known:
                     self.attempts.append(self._row(index, RESULT_SKIPPED, **{"class": known["class"], "message": (
                         "failed the gate before with the same command line and engine version (%s); "
                         "sglang_retry_failed=true tries it again" % known["class"])}))
                     self.h.say("candidate %d: skipped, it failed the gate before (%s)" % (index, known["class"]))
+                    self.learn(index, known["class"])
+                    continue
+                same = [a["candidate"] for a in self.attempts if a["outcome"] == RESULT_FAILED
+                        and self.ran[a["candidate"]]["argv"] == cand["argv"]]
+                if same:
+                    self.attempts.append(self._row(index, RESULT_SKIPPED, **{"class": "same_as_failed", "message": (
+                        "with what the earlier failures taught it is candidate %d's command line, which failed" % same[0])}))
+                    self.h.say("candidate %d: skipped, the same command line as candidate %d, which failed" % (index, same[0]))
                     continue
                 passed, active = self.attempt(index, cand, active)
                 if passed:
@@ -196,7 +245,7 @@ class DeployTransaction(object):
             return None
         if lkg.get("engine_version") != (s.get("meta") or {}).get("engine_version"):
             return None
-        later = [c["argv"] for c in s["candidates"][index + 1:]]
+        later = [v["argv"] for c in s["candidates"][index + 1:] for v in [c] + list((c.get("learned") or {}).values())]
         if lkg.get("argv") not in later:
             return None
         for f in lkg["failed_before"]:
@@ -227,7 +276,10 @@ class DeployTransaction(object):
         return self.result(None, line, gate="last-known-good restored")
 
     def _row(self, index, outcome, **extra):
-        row = {"candidate": index, "options": self.s["candidates"][index].get("options", {}), "outcome": outcome}
+        cand = self.ran.get(index, self.s["candidates"][index])
+        row = {"candidate": index, "options": cand.get("options", {}), "outcome": outcome}
+        if cand.get("lessons"):
+            row["lessons"] = list(cand["lessons"])
         row.update(extra)
         return row
 
@@ -343,6 +395,7 @@ class DeployTransaction(object):
         self.attempts.append(self._row(index, RESULT_FAILED, restarted=restarted, **{
             "class": cls, "message": message[:600], "journal_tail": journal_tail}))
         self.h.say("candidate %d FAILED the gate: %s: %s" % (index, cls, message[:300]))
+        self.learn(index, cls)
         return False, "failed"
 
     # ---- keep ------------------------------------------------------------------------------------------------
@@ -351,8 +404,9 @@ class DeployTransaction(object):
         unit_path = "%s/%s" % (s["unit_dir"], s["unit"])
         load_seconds = int(round(load)) if load is not None else int(self.lkg.get("load_seconds", 0) or 0)
         meta = dict(s.get("meta") or {})
-        failed = [{"argv": s["candidates"][a["candidate"]]["argv"], "class": a["class"]}
-                  for a in self.attempts if a["outcome"] in (RESULT_FAILED, RESULT_SKIPPED)]
+        failed = [{"argv": self.ran.get(a["candidate"], s["candidates"][a["candidate"]])["argv"], "class": a["class"]}
+                  for a in self.attempts if a["outcome"] == RESULT_FAILED
+                  or (a["outcome"] == RESULT_SKIPPED and a["class"] != "same_as_failed")]
         meta.update(argv=cand["argv"], candidate=self.attempts[-1]["candidate"], failed_before=failed,
                     ready_epoch=int(since + load) if load is not None else int(self.lkg.get("ready_epoch", 0) or 0),
                     load_seconds=load_seconds, unit=s["unit"], unit_path=unit_path, env_file=s["env_file"],

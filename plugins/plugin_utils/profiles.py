@@ -9,7 +9,8 @@ The data is ``sglang_profiles`` of ``roles/sglang/vars/profiles.yml``::
     model_families: {glm-dsa: "...", ...}
     profiles: [{name, engine?, gpu_archs, model_families?, since?, until?,
                 options: {opt: {value, evidence}}, environment?: {VAR: {value, evidence}},
-                notes?, fallbacks?: [{name, options, evidence}]}, ...]
+                notes?, fallbacks?: [{name, options, evidence}],
+                lessons?: [{class, name, options, evidence}]}, ...]
 
 :func:`select_profile` merges every matching profile (arch-only before arch + family, then file
 order) and then the host overrides on top. An unknown arch or family yields an empty profile with a
@@ -28,6 +29,13 @@ from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args
 __metaclass__ = type
 
 _NO_GPU = ("", "none", "cpu", "null")
+# The failure classes a later candidate can learn from (a lesson names one): the journal signatures' classes of
+# plugins/module_utils/serving/ready.py (DEFAULT_SIGNATURES; not imported here: it pulls the HTTP client into every
+# profile filter call, and tests/unit/plugins/plugin_utils/test_learned_fallbacks.py keeps the two equal) and the
+# canary's own class (plugins/plugin_utils/deploy.py).
+LEARNED_CLASSES = ("bad_arguments", "cuda_graph_capture", "incoherent", "model_load", "nan", "no_kv_cache_memory",
+                   "out_of_memory", "port_in_use", "scheduler_exception", "seccomp", "unsupported_arch",
+                   "warmup_failed", "wedged_detokenizer")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -82,7 +90,18 @@ def _check_data(data):
         for j, fb in enumerate(p.get("fallbacks", []) or []):
             if not isinstance(fb, dict) or not fb.get("name") or not isinstance(fb.get("options"), dict) or not fb.get("evidence"):
                 raise ProfileError("%s.fallbacks[%d] must be {name, options: {...}, evidence}" % (where, j))
+        for j, lesson in enumerate(p.get("lessons", []) or []):
+            check_lesson(lesson, "%s.lessons[%d]" % (where, j))
     return archs, profiles
+
+
+def check_lesson(lesson, where):
+    """A lesson: ``{class, name, options, evidence}``, its class one the readiness wait or the canary names."""
+    if not isinstance(lesson, dict) or not lesson.get("name") or not isinstance(lesson.get("options"), dict) \
+            or not lesson.get("evidence"):
+        raise ProfileError("%s must be {class, name, options: {...}, evidence}, got %r" % (where, lesson))
+    if lesson.get("class") not in LEARNED_CLASSES:
+        raise ProfileError("%s.class=%r: allowed %s" % (where, lesson.get("class"), ", ".join(LEARNED_CLASSES)))
 
 
 def normalize_arch(gpu_arch, data):
@@ -112,7 +131,7 @@ def select_profile(gpu_arch, model_family, engine_version, data, overrides=None,
     """Pick the known-good options for (arch, family, version), host ``overrides`` on top.
 
     Returns ``{arch, model_family, engine_version, options, evidence, environment, environment_evidence,
-    matched, notes, fallbacks}``; ``options`` is ``{option: value}`` ready for :func:`server_args.server_argv`,
+    matched, notes, fallbacks, lessons}``; ``options`` is ``{option: value}`` ready for :func:`server_args.server_argv`,
     ``environment`` is ``{VARIABLE: "text"}`` for the unit's environment file.
     """
     archs, profiles = _check_data(data)
@@ -156,7 +175,7 @@ def select_profile(gpu_arch, model_family, engine_version, data, overrides=None,
         matches.append((1 if fams else 0, order, p))
     matches.sort(key=lambda m: (m[0], m[1]))
 
-    options, evidence, matched, fallbacks = {}, {}, [], []
+    options, evidence, matched, fallbacks, lessons = {}, {}, [], [], []
     environment, env_evidence = {}, {}
     for match in matches:
         p = match[2]
@@ -170,6 +189,7 @@ def select_profile(gpu_arch, model_family, engine_version, data, overrides=None,
             env_evidence[name] = "profile %s: %s" % (p["name"], spec["evidence"])
         notes.extend(p.get("notes", []) or [])
         fallbacks.extend(p.get("fallbacks", []) or [])
+        lessons.extend(p.get("lessons", []) or [])
     if arch is not None and not matched and arch in known_arch:
         notes.append("no profile for %s + %s with %s %s: engine defaults" % (arch, family, engine, engine_version))
     for name, value in (overrides or {}).items():
@@ -178,7 +198,7 @@ def select_profile(gpu_arch, model_family, engine_version, data, overrides=None,
         evidence[key] = "host override"
     return {"arch": arch, "model_family": family, "engine_version": engine_version, "options": options,
             "evidence": evidence, "environment": environment, "environment_evidence": env_evidence,
-            "matched": matched, "notes": notes, "fallbacks": fallbacks}
+            "matched": matched, "notes": notes, "fallbacks": fallbacks, "lessons": lessons}
 
 
 def _env_text(value):
@@ -226,6 +246,72 @@ def candidate_chain(profile_fallbacks, host_chain, host_options=None):
             continue
         chain.append(cand)
     return chain
+
+
+def lesson_key(classes):
+    """The key of what earlier failures taught: their lesson classes, sorted, joined by '+' ('' for nothing)."""
+    return "+".join(sorted(set(classes)))
+
+
+def _lesson_overlays(lessons, host_lessons, pinned):
+    """{class: (names, options)}: the profile's lessons (minus the options the host pinned in sglang_options: the
+    host's explicit choice wins over profile data) then the host's own (sglang_fallback_lessons: any option)."""
+    out = {}
+    for i, lesson in enumerate(lessons or []):
+        check_lesson(lesson, "profile lessons[%d]" % i)
+        opts = dict((k, v) for k, v in _normalized(lesson["options"], "lesson %s" % lesson["name"]).items() if k not in pinned)
+        if not opts:
+            continue
+        names, have = out.get(lesson["class"], ([], {}))
+        have.update(opts)
+        out[lesson["class"]] = (names + [lesson["name"]], have)
+    if not isinstance(host_lessons, dict):
+        raise ProfileError("sglang_fallback_lessons must be a mapping {failure class: {option: value}}, got %s"
+                           % type(host_lessons).__name__)
+    for cls, opts in host_lessons.items():
+        if cls not in LEARNED_CLASSES:
+            raise ProfileError("sglang_fallback_lessons: class %r: allowed %s" % (cls, ", ".join(LEARNED_CLASSES)))
+        names, have = out.get(cls, ([], {}))
+        have.update(_normalized(opts, "sglang_fallback_lessons.%s" % cls))
+        out[cls] = (names + ["sglang_fallback_lessons.%s" % cls], have)
+    return out
+
+
+def _subsets(items, most):
+    found = [()]
+    for item in items:
+        found += [s + (item,) for s in found if len(s) < most]
+    return found
+
+
+def learned_chain(chain, lessons=None, host_options=None, host_lessons=None):
+    """Every option set a fallback chain can run once it learns from failures.
+
+    ``chain`` is candidate_chain's list of option changes, ``lessons`` the profile's ``[{class, name, options,
+    evidence}]``, ``host_lessons`` the host's ``{class: {option: value}}``. A candidate that follows a failure
+    runs with its own change and, on top of it, what each earlier failure's class taught (a CUDA-graph capture
+    crash: graphs off; NaN: another attention backend), in class-name order whatever order the failures came in; the deploy transaction picks the
+    entry for the classes it has seen (plugins/plugin_utils/deploy.py). Position ``i`` follows at most ``i``
+    failures, so its entries are the base and the lesson sets of at most ``i`` classes.
+
+    Returns ``[{position, learned: [class...], lessons: [name...], options}]``: position 0's base first, each
+    position's base before its learned entries.
+    """
+    if not isinstance(chain, (list, tuple)):
+        raise ProfileError("candidates must be a list of option mappings, got %s" % type(chain).__name__)
+    pinned = set(_normalized(host_options if host_options is not None else {}, "sglang_options"))
+    overlays = _lesson_overlays(lessons, host_lessons if host_lessons is not None else {}, pinned)
+    classes = [c for c in LEARNED_CLASSES if c in overlays and overlays[c][1]]
+    out = []
+    for position, cand in enumerate(chain):
+        for learned in _subsets(classes, position):
+            opts = _normalized(cand, "candidate %d" % position)
+            names = []
+            for cls in learned:
+                names += overlays[cls][0]
+                opts.update(overlays[cls][1])
+            out.append({"position": position, "learned": list(learned), "lessons": names, "options": opts})
+    return out
 
 
 # The one precedence of server options, lowest first (the role's deploy, playbooks/tune.yml and the inventory checks

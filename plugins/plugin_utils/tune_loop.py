@@ -43,6 +43,7 @@ from ansible_collections.gpuhost.sglang.plugins.modules import server_args as se
 from ansible_collections.gpuhost.sglang.plugins.modules import serving_bench
 from ansible_collections.gpuhost.sglang.plugins.modules import tune_campaign
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import DeployFailed, DeployTransaction
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy_host import DeployHost
 
 UNIT = "sglang-tune"
 
@@ -131,12 +132,12 @@ class EngineParser(object):
         return out
 
 
-class LauncherHost(object):
-    """The deploy transaction's host interface over one process launcher (plugins/plugin_utils/deploy.py lists
-    it): the "unit" is a JSON file holding the whole command; a restart stops the running server's process
-    group and starts that command in a new session, its output in a log; readiness is ready.wait over that log
-    (the journal's stand-in) and the process state (systemctl's). A failed start that does not exit by itself
-    (SGLang 0.5.17 after a scheduler exception) is stopped, so that it does not hold the GPU."""
+class LauncherHost(DeployHost):
+    """The deploy transaction's host interface (plugins/plugin_utils/deploy_host.py) over one process launcher: the
+    "unit" is a JSON file holding the whole command; a restart stops the running server's process group and starts
+    that command in a new session, its output in a log; readiness is ready.wait over that log (the journal's
+    stand-in) and the process state (systemctl's). A failed start that does not exit by itself (SGLang 0.5.17 after
+    a scheduler exception) is stopped, so that it does not hold the GPU."""
 
     def __init__(self, workdir, lkg_dir=None, env=None, say=None, canary=None, stop_grace=10.0, interval=0.5):
         self.workdir = os.path.abspath(workdir)
@@ -238,7 +239,7 @@ class LauncherHost(object):
             self._write(self.unit_path, unit_content)
         return {"unit_changed": changed, "env_changed": False, "diff": {"before": before or "", "after": unit_content}}
 
-    def restart(self, stop_unit):
+    def restart(self, stop_unit, unit=None):
         self.stop(UNIT)
         command = json.loads(self._read(self.unit_path))["command"]
         self.starts += 1
@@ -275,9 +276,14 @@ class LauncherHost(object):
         self._write(path, new)
         return [path]
 
-    def restore(self, lkg):
+    def restore(self, lkg, restart=True):
         self.install(lkg["unit_content"])
-        return self.restart(lkg.get("unit", UNIT))
+        return self.restart("", lkg.get("unit", UNIT)) if restart else time.time()
+
+    def accuracy(self, base_url, action, checks, lkg_file):
+        """The campaign gates accuracy itself (CampaignLoop.accuracy): its deploy spec leaves the gate off."""
+        return {"failed": True, "class": "accuracy_error",
+                "msg": "the launcher host runs no accuracy gate inside a deploy: the campaign measures accuracy itself"}
 
     def stop(self, unit):
         if self.proc is not None and self.proc.poll() is None:
@@ -290,8 +296,7 @@ class LauncherHost(object):
         if os.path.exists(self.pid_path):
             os.remove(self.pid_path)
 
-    @staticmethod
-    def monotonic():
+    def monotonic(self):
         return time.monotonic()
 
     def say(self, line):

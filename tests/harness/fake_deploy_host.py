@@ -28,12 +28,19 @@ __metaclass__ = type
 
 import json
 
-
-def unit_text(name, behave="ok", port=30000):
-    return json.dumps({"name": name, "port": port, "behave": behave}, sort_keys=True)
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy_host import ReplicaHost
 
 
-class FakeHost(object):
+def unit_text(name, behave="ok", port=30000, cls=None):
+    """A unit file's content; ``cls``: the failure class serving_ready names for a ``fail_start`` (startup_failure
+    when not given), as it reads the journal's signature (a CUDA-graph capture crash, NaN in decode, ...)."""
+    data = {"name": name, "port": port, "behave": behave}
+    if cls:
+        data["cls"] = cls
+    return json.dumps(data, sort_keys=True)
+
+
+class FakeHost(ReplicaHost):
     def __init__(self, unit="sglang.service", env_file="/etc/sglang/sglang.env", env="HOME=/var/lib/sglang\n",
                  lkg_dir="/etc/sglang/last-known-good", unit_dir="/etc/systemd/system", interrupt=None, net=None, rank=0):
         self.unit, self.env_file, self.env, self.lkg_dir, self.unit_dir = unit, env_file, env, lkg_dir, unit_dir
@@ -164,7 +171,8 @@ class FakeHost(object):
             return {"state": "ready"}
         if state == "activating":
             return {"state": "timeout", "evidence": "still loading"}
-        return {"state": "failed", "cls": "startup_failure", "hint": "The server exited during startup.",
+        cls = json.loads(self.units[unit]["started_from"]).get("cls", "startup_failure") if unit in self.units else "startup_failure"
+        return {"state": "failed", "cls": cls, "hint": "The server exited during startup.",
                 "evidence": "Traceback ...", "journal_tail": ["RuntimeError: no CUDA device"]}
 
     def canary(self, base_url):

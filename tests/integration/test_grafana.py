@@ -288,13 +288,13 @@ def test_role_annotate_posts_opt_in_and_never_logs_the_token(standin, tmp_path):
     url, g = standin
     assert call(url + "/api/dashboards/db", "POST", {"dashboard": {"uid": "gpuhost-serving", "title": "S"}})[0] == 200
     rc, out = playbook(tmp_path, url, TOKEN, [
-        ("annotate.yml", {"monitoring_annotation_text": "off by default"}),
-        ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "deploy done",
-                          "monitoring_annotation_tags": ["deploy"]}),
-        ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "rollback",
-                          "monitoring_grafana_token": "glsa_wrong_0123", "monitoring_annotation_on_error": "warn"}),
-        ("annotate.yml", {"monitoring_annotations": True, "monitoring_annotation_text": "refused",
-                          "monitoring_grafana_token": "glsa_wrong_0123"})], "-vvv")
+        ("annotate", {"monitoring_annotation_text": "off by default"}),
+        ("annotate", {"monitoring_annotations": True, "monitoring_annotation_text": "deploy done",
+                      "monitoring_annotation_tags": ["deploy"]}),
+        ("annotate", {"monitoring_annotations": True, "monitoring_annotation_text": "rollback",
+                      "monitoring_grafana_token": "glsa_wrong_0123", "monitoring_annotation_on_error": "warn"}),
+        ("annotate", {"monitoring_annotations": True, "monitoring_annotation_text": "refused",
+                      "monitoring_grafana_token": "glsa_wrong_0123"})], "-vvv")
     assert rc == 2, out[-3000:]                                   # the last one fails the play
     assert TOKEN not in out and "glsa_wrong_0123" not in out
     (a,) = g.annotations

@@ -186,8 +186,15 @@ def test_production_unit_requires_the_nccl_file_and_carries_the_profile_environm
     exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
     for piece in ("--tool-call-parser glm47", "--reasoning-parser glm45", "--kv-cache-dtype fp8_e4m3",
                   "--dsa-decode-backend flashinfer_sparse_mla", "--disable-custom-all-reduce", "--tp-size 8",
-                  "--disable-shared-experts-fusion", "--enable-metrics"):  # sglang_metrics, accepted by the engine's own parser
+                  "--disable-shared-experts-fusion",
+                  "--enable-metrics",  # sglang_metrics, accepted by the engine's own parser
+                  # the operators' one working launch: CUDA graphs off from the first candidate
+                  "--cuda-graph-backend-decode disabled", "--cuda-graph-backend-prefill disabled"):
         assert piece in exec_start, (piece, exec_start)
+    # the candidates, learned entries included (graphs off + triton prefill after a NaN), each accepted by the parser
+    cands = (tmp_path / "glm5-ct" / "candidates.txt").read_text().splitlines()
+    assert len(cands) == 4 and all("--dsa-prefill-backend triton_sparse_mla" in c for c in cands[1:]), cands
+    assert all("--cuda-graph-backend-decode disabled" in c for c in cands), cands
     assert "SECRET" not in unit
     assert 'SGLANG_ENABLE_JIT_DEEPGEMM="0"' in env.splitlines()
     # the exposure warning: 0.0.0.0 with an API key leaves /health* and /metrics* open

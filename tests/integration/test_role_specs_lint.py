@@ -116,6 +116,8 @@ PUBLIC_UNDOCUMENTED = "a public name (nccl_*) that meta/argument_specs.yml does 
                                     "vars": {"nccl_scratch": 1}}]}, "vars"),
     ({"name": "Planted", "ansible.builtin.debug": {"msg": "x"}, "loop": [1],
       "loop_control": {"loop_var": "nccl_scratch"}}, "loop_var"),
+    ({"name": "Planted", "ansible.builtin.debug": {"msg": "x"}, "loop": [1],
+      "loop_control": {"index_var": "nccl_scratch"}}, "index_var"),
 ])
 def test_public_looking_internal_name_fails_and_private_one_passes(tree, task, how):
     plant_task(tree, task)

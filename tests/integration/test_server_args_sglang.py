@@ -188,10 +188,12 @@ def test_negatable_data_matches_the_pinned_parser():
 
 @pytest.mark.parametrize("family", ["glm-dsa", "deepseek-dsa"])
 def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
+    """The profile, each fallback and each lesson, through 0.5.23's own parser: no errors, no warnings."""
     from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
     sel = select_profile("12.0", family, PINNED, PROFILES)
     assert sel["options"]
-    for extra in [{}] + [fb["options"] for fb in sel["fallbacks"]]:
+    # and every lesson a later candidate applies after a failure (CUDA graphs off, triton prefill after NaN)
+    for extra in [{}] + [fb["options"] for fb in sel["fallbacks"]] + [lesson["options"] for lesson in sel["lessons"]]:
         opts = dict(sel["options"], **{"model-path": "/m", "tp-size": 8})
         opts.update(extra)
         out = run_module(opts)

@@ -6,7 +6,8 @@
 Cases, in order on one host (each restart of the engine is real):
   good config passes the gate -> second run changed=0 -> misspelled flag rejected before any restart ->
   a config that fails to start is rolled back -> NaN model fails the canary and is rolled back ->
-  random-weights model fails the canary and is rolled back -> the fallback chain takes its second entry.
+  random-weights model fails the canary and is rolled back -> the fallback chain takes its second entry -> a
+  CUDA-graph capture crash teaches the next candidate (fallbacks that learn).
 After every case the server answering is checked to be the last-known-good one (its unit file, its model,
 its answers to the probes).
 
@@ -287,6 +288,27 @@ def test_fallback_chain_takes_the_second_entry(host):
     assert rc == 0, out[-3000:]
     assert "candidate 1 passed the gate" in out
     assert_lkg_serving(host)
+
+
+def test_fallbacks_learn_from_a_graph_capture_crash(host):
+    """Candidate 0 dies with a CUDA-graph capture signature in its journal: transformers serve prints the device
+    string it cannot parse, here one that reads like SGLang's capture failure, and the readiness wait classifies the
+    journal (class cuda_graph_capture, plugins/module_utils/serving/ready.py). The host's lesson for that class
+    (sglang_fallback_lessons) goes on top of candidate 1's own change: it starts with both."""
+    crash = {"device": "Capture cuda graph failed", "continuous-batching": True, "cb-num-blocks": 256, "cb-max-batch-tokens": 2048}
+    rc, out, _counts = deploy(host, {"sglang_options": crash, "sglang_fallback_chain": [{"cb-num-blocks": 128}],
+                                     "sglang_fallback_lessons": {"cuda_graph_capture": {"device": "cpu"}}})
+    assert rc == 0, out[-3000:]
+    assert "candidate 0 FAILED the gate: cuda_graph_capture" in out, out[-3000:]
+    assert "candidate 0 failed with cuda_graph_capture: every later candidate applies its lesson" in out, out[-3000:]
+    assert "candidate 1 passed the gate" in out, out[-3000:]
+    recorded, exec_start = live_argv(host)
+    # its own change and what the crash taught; without the lesson it would run the crashing device again
+    assert recorded[recorded.index("--device") + 1] == "cpu", recorded
+    assert recorded[recorded.index("--cb-num-blocks") + 1] == "128", recorded
+    assert_lkg_serving(host)
+    record_evidence("learned_fallback", out, recorded_argv=recorded, exec_start=exec_start)
+    # it leaves the fallback's configuration serving, as the case before it does: the next case restarts the default
 
 
 # ---- deploy under faults, on the same host, serially; each case starts from the good last-known-good ----

@@ -83,7 +83,8 @@ def spec_findings(role_dir: str) -> list[str]:
 
 
 def task_names(tasks, where: str, out: list) -> list:
-    """(name, how, where) for every variable a task list sets: register, set_fact, task/block vars, loop_var."""
+    """(name, how, where) for every variable a task list sets: register, set_fact, task/block vars, loop_var,
+    index_var."""
     for task in tasks if isinstance(tasks, list) else []:
         if not isinstance(task, dict):
             continue
@@ -96,9 +97,10 @@ def task_names(tasks, where: str, out: list) -> list:
                 out += [(var, "set_fact", where) for var in task[module] if var != "cacheable"]
         if isinstance(task.get("vars"), dict):
             out += [(var, "vars", where) for var in task["vars"]]
-        loop_var = (task.get("loop_control") or {}).get("loop_var") if isinstance(task.get("loop_control"), dict) else None
-        if isinstance(loop_var, str):
-            out.append((loop_var, "loop_var", where))
+        control = task.get("loop_control") if isinstance(task.get("loop_control"), dict) else {}
+        for how in ("loop_var", "index_var"):
+            if isinstance(control.get(how), str):
+                out.append((control[how], how, where))
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -125,6 +126,38 @@ def parse_record(meta_text, lkg_dir):
     return meta, ""
 
 
+def owned_files(unit, unit_dir, env_file, lkg_dir):
+    """The files a deploy owns on the host (what install, record and restore write), in one place."""
+    return [os.path.join(unit_dir, unit), env_file, os.path.join(lkg_dir, "meta.json"), os.path.join(lkg_dir, unit),
+            os.path.join(lkg_dir, "env"), os.path.join(unit_dir, unit + ".d", "10-start-timeout.conf")]
+
+
+def checksums(root, paths):
+    """{path: SHA-256 of its bytes, or None when it is missing}."""
+    out = {}
+    for path in paths:
+        try:
+            with open(_path(root, path), "rb") as fh:
+                out[path] = hashlib.sha256(fh.read()).hexdigest()
+        except (IOError, OSError):
+            out[path] = None
+    return out
+
+
+def files_changed(before, after):
+    """What differs between two ``checksums`` answers: a file missing on either side is a difference too (a
+    renamed or lost file must not pass because both sides read "absent"). Returns one sentence per path."""
+    problems = []
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        if old is None or new is None:
+            when = "before and after" if old is None and new is None else ("before" if old is None else "after")
+            problems.append("%s is missing %s" % (path, when))
+        elif old != new:
+            problems.append("%s changed (sha256 %s -> %s)" % (path, old[:12], new[:12]))
+    return problems
+
+
 def inspect(root, run, unit, unit_dir, env_file, lkg_dir, preview=None):
     """What is live and what last-known-good holds. An older record (before the contents were kept in
     meta.json) is completed from its copies beside it, at the unit's own name and address. With ``preview``
@@ -149,7 +182,7 @@ def inspect(root, run, unit, unit_dir, env_file, lkg_dir, preview=None):
     same = bool(meta) and meta.get("unit") == unit and live_unit is not None and b64(live_unit) == meta["unit_b64"] \
         and live_env is not None and b64(live_env) == meta["env_b64"]
     out = {"lkg": meta, "lkg_problem": damaged, "active": active, "clock": clock(), "live_is_lkg": same,
-           "invocation": invocation(props)}
+           "invocation": invocation(props), "files": checksums(root, owned_files(unit, unit_dir, env_file, lkg_dir))}
     if preview:
         would = install(root, unit, unit_dir, preview["unit_content"], env_file, preview["env_content"], True)
         out["preview"] = {"unit_changed": would["unit_changed"], "env_changed": would["env_changed"]}

@@ -20,9 +20,14 @@ def _vars(name):
 
 
 def test_filter_names():
-    assert sorted(F) == ["json_record", "server_argv", "sglang_candidates", "sglang_exposure", "sglang_fallback_budget", "sglang_option_sets",
-                         "sglang_profile",
-                         "sglang_profile_details", "shell_quote", "systemd_exec"]
+    assert sorted(F) == ["json_record", "served_files_changed", "server_argv", "sglang_candidates", "sglang_exposure",
+                         "sglang_fallback_budget", "sglang_learned_chain", "sglang_option_sets", "sglang_profile",
+                         "sglang_profile_details", "sglang_replica_phases", "shell_quote", "systemd_exec"]
+
+
+def test_learned_chain_filter_names_the_variable():
+    with pytest.raises(AnsibleFilterError, match="sglang_fallback_lessons: class 'graphs': allowed"):
+        F["sglang_learned_chain"]([{}], [], {}, {"graphs": {"x": 1}})
 
 
 def test_fallback_budget_filter_names_the_variable():

@@ -53,6 +53,9 @@ def test_sm120_glm_dsa_on_0_5_23():
         "disable-custom-all-reduce": True,
         "mem-fraction-static": 0.92,
         "fp8-gemm-backend": "cutlass",
+        # the operators' one working launch had CUDA graphs off: the first candidate too (graphs on is a tuning candidate)
+        "cuda-graph-backend-decode": "disabled",
+        "cuda-graph-backend-prefill": "disabled",
     }
     assert "#29580" in sel["evidence"]["dsa-decode-backend"]
     assert "operator log" in sel["evidence"]["mem-fraction-static"]
@@ -63,7 +66,9 @@ def test_sm120_glm_dsa_on_0_5_23():
     assert sel["environment"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
     assert "voipmonitor/rtx6kpro" in sel["environment_evidence"]["SGLANG_ENABLE_JIT_DEEPGEMM"]
     assert "unverified" in sel["environment_evidence"]["SGLANG_ENABLE_JIT_DEEPGEMM"].lower()
-    assert [f["name"] for f in sel["fallbacks"]] == ["no-cuda-graph", "dsa-triton-prefill"]
+    assert [f["name"] for f in sel["fallbacks"]] == ["dsa-triton-prefill"]
+    assert [(lesson["class"], lesson["name"]) for lesson in sel["lessons"]] == [
+        ("cuda_graph_capture", "no-cuda-graph"), ("nan", "dsa-triton-prefill")]
 
 
 def test_sm120_has_no_trtllm_fallback_with_its_evidence():
@@ -104,28 +109,24 @@ def test_profile_environment_merges_like_options_and_is_text():
     assert select_profile("none", "glm-dsa", "0.5.23", data)["environment"] == {}
 
 
-PRODUCTION_CHAIN = [{"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"}]
+PRODUCTION_CHAIN = []
 
 
 def test_candidate_chain_appends_the_profiles_fallbacks_after_the_hosts():
     sel = select_profile("12.0", "glm-dsa", "0.5.23", DATA)
     chain = profiles.candidate_chain(sel["fallbacks"], PRODUCTION_CHAIN, {"tp-size": 8})
-    assert chain == [
-        {},
-        {"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"},
-        # the profile's no-cuda-graph entry equals the host's: tried once
-        {"dsa-prefill-backend": "triton_sparse_mla"},
-    ]
-    # no host chain: the profile's own fallbacks alone
-    assert [sorted(c) for c in profiles.candidate_chain(sel["fallbacks"], [], {})] == [
-        [], ["cuda-graph-backend-decode", "cuda-graph-backend-prefill"], ["dsa-prefill-backend"]]
+    assert chain == [{}, {"dsa-prefill-backend": "triton_sparse_mla"}]
+    # a host chain entry first, then the profile's; an entry equal to the host's is tried once
+    graphs_off = {"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"}
+    fallbacks = sel["fallbacks"] + [{"name": "x", "options": graphs_off, "evidence": "t"}]
+    assert profiles.candidate_chain(fallbacks, [graphs_off], {}) == [{}, graphs_off, {"dsa-prefill-backend": "triton_sparse_mla"}]
 
 
 def test_candidate_chain_keeps_what_the_host_pinned():
     """A profile fallback never changes an option the host set itself in sglang_options."""
     sel = select_profile("12.0", "glm-dsa", "0.5.23", DATA)
     chain = profiles.candidate_chain(sel["fallbacks"], [], {"dsa_prefill_backend": "flashinfer_sparse_mla"})
-    assert chain == [{}, {"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"}]
+    assert chain == [{}]
     # the host's own chain may change its own options
     own = [{"dsa-prefill-backend": "triton_sparse_mla"}]
     assert profiles.candidate_chain([], own, {"dsa-prefill-backend": "flashinfer_sparse_mla"}) == [{}] + own
@@ -248,7 +249,9 @@ def test_hopper_profile_evidence_names_recorded_h200_files_that_exist():
     (lambda d: d["profiles"][0].pop("gpu_archs"), "gpu_archs must be a non-empty list"),
     (lambda d: d["profiles"][0].__setitem__("since", "soon"), "cannot parse version"),
     (lambda d: d["gpu_archs"][0].pop("arch"), "gpu_archs[0] must have keys"),
-    (lambda d: d["profiles"][1]["fallbacks"][0].pop("evidence"), "fallbacks[0] must be"),
+    (lambda d: d["profiles"][2]["fallbacks"][0].pop("evidence"), "fallbacks[0] must be"),
+    (lambda d: d["profiles"][1]["lessons"][0].pop("evidence"), "lessons[0] must be"),
+    (lambda d: d["profiles"][1]["lessons"][0].__setitem__("class", "graphs"), "lessons[0].class='graphs': allowed"),
     (lambda d: d["profiles"][1].__setitem__("environment", {"SGLANG_X": {"value": "0"}}), "environment.SGLANG_X must be"),
     (lambda d: d["profiles"][1].__setitem__("environment", {"sglang-x": {"value": "0", "evidence": "t"}}),
      "environment name 'sglang-x' must match"),

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import os
 import subprocess
 
@@ -91,3 +92,22 @@ def test_after_a_version_change_passes_the_old_venv_goes_and_the_stable_path_fol
         assert left == ["venv", "venv-transformers-5.24.0"]
         assert os.readlink(str(tmp_path / "opt/sglang/venv")) == keep
         assert unit_host.prune_venvs(str(tmp_path), "/opt/sglang", keep, False) == []  # the rerun changes nothing
+
+
+def test_inspect_reports_the_checksum_of_every_file_the_deploy_owns_and_none_for_a_missing_one(tmp_path):
+    """playbooks/tune.yml's "host untouched" check reads these; the list is unit_host's own (owned_files)."""
+    unit_host.write_atomic(str(tmp_path), "/etc/systemd/system/u.service", "[Service]\n", 0o644)
+    unit_host.write_atomic(str(tmp_path), "/etc/u.env", "A=1\n", 0o600)
+    _calls, run = recorder()
+    out = unit_host.inspect(str(tmp_path), run, "u.service", "/etc/systemd/system", "/etc/u.env", "/etc/u/lkg")
+    files = out["files"]
+    assert sorted(files) == sorted(["/etc/systemd/system/u.service", "/etc/u.env", "/etc/u/lkg/meta.json", "/etc/u/lkg/u.service",
+                                    "/etc/u/lkg/env", "/etc/systemd/system/u.service.d/10-start-timeout.conf"])
+    assert files["/etc/u.env"] == hashlib.sha256(b"A=1\n").hexdigest()
+    assert files["/etc/u/lkg/meta.json"] is None
+    assert unit_host.files_changed(files, files) == [
+        "/etc/systemd/system/u.service.d/10-start-timeout.conf is missing before and after",
+        "/etc/u/lkg/env is missing before and after", "/etc/u/lkg/meta.json is missing before and after",
+        "/etc/u/lkg/u.service is missing before and after"]
+    after = dict(files, **{"/etc/u.env": "0" * 64})
+    assert "/etc/u.env changed (sha256 " in unit_host.files_changed(files, after)[1]
