@@ -79,6 +79,11 @@ options:
     description: Try a target again that failed the gate on this host before.
     type: bool
     default: false
+  boot_id_path:
+    description: The file whose content changes at every boot (a rerun does not reboot twice); tests with a simulated
+      reboot name the stand-in's.
+    type: path
+    default: /proc/sys/kernel/random/boot_id
 requirements:
   - Debian or Ubuntu (dpkg, apt); Proxmox VE (C(pct)) in O(mode=lxc)
 notes:
@@ -181,6 +186,7 @@ def main():
             preferences_path=dict(type="path", default="/etc/apt/preferences.d/gpuhost-nvidia"),
             state_dir=dict(type="path", default="/var/lib/gpuhost-sglang/driver-change"),
             retry_failed=dict(type="bool", default=False),
+            boot_id_path=dict(type="path", default=dc.BOOT_ID),
         ),
         required_if=[("op", "run", ["step"]), ("op", "mark", ["step"]),
                      ("mode", "lxc", ["container_id", "container_packages"])],

@@ -50,6 +50,7 @@ QUERY_FORMAT = "${binary:Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
 STATE_FILE = "state.json"
 LKG_FILE = "last-known-good.json"
 HISTORY_FILE = "history.jsonl"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"   # a new one at every boot (proc(5))
 APT_ENV_ARGS = ["-o", "Dpkg::Options::=--force-confold", "-o", "Dpkg::Options::=--force-confdef"]
 
 
@@ -213,6 +214,9 @@ class DriverChange(object):
     def lkg(self):
         return self._load(LKG_FILE) or {}
 
+    def boot_id(self):
+        return (self.h.read(self.p.get("boot_id_path") or BOOT_ID) or "").strip()
+
     # -- host commands --
     def _run(self, argv, where="host", ok=(0,)):
         rc, out, err = self.h.run(argv, where)
@@ -241,7 +245,7 @@ class DriverChange(object):
                            "driver": driver_version(pkgs, self.p["anchors"])}
         pref = self.p.get("preferences_path") or ""
         snap["preferences"] = self.h.read(pref) if pref else None
-        snap["boot_id"] = (self.h.read("/proc/sys/kernel/random/boot_id") or "").strip()
+        snap["boot_id"] = self.boot_id()
         return snap
 
     # -- plan --
@@ -280,7 +284,7 @@ class DriverChange(object):
         nxt = st["next"]
         # a reboot that already happened (the boot id changed since the step before it) is not done twice
         if nxt in ("reboot", "reboot_back") and st.get("boot_id_before") and \
-                (self.h.read("/proc/sys/kernel/random/boot_id") or "").strip() != st["boot_id_before"]:
+                self.boot_id() != st["boot_id_before"]:
             self._advance(st, nxt, {"note": "the host rebooted already (boot id changed) before the interrupt"})
             nxt = st["next"]
         # out of the router first on every rerun, until the host is proven (a router restart may have put it back)
@@ -404,7 +408,7 @@ class DriverChange(object):
 
     def _install(self, st):
         st["touched"] = True      # from here on a failure pins the recorded packages back
-        st["boot_id_before"] = (self.h.read("/proc/sys/kernel/random/boot_id") or "").strip()
+        st["boot_id_before"] = self.boot_id()
         self._save(STATE_FILE, st)
         try:
             plans = self._plan_for(st)
@@ -439,7 +443,7 @@ class DriverChange(object):
     def _pin_back(self, st):
         """Every recorded package at its recorded version, the recorded holds, packages the target brought removed,
         the recorded apt preferences back byte for byte."""
-        st["boot_id_before"] = (self.h.read("/proc/sys/kernel/random/boot_id") or "").strip()
+        st["boot_id_before"] = self.boot_id()
         lines = []
         try:
             for where in self.wheres:
