@@ -120,10 +120,10 @@ result:
 """
 
 import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.sglang.plugins.module_utils.bench import store
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import driver_change as dc
 
 
@@ -150,16 +150,7 @@ class ModuleHost(object):
             return None
 
     def write(self, path, text):
-        d = os.path.dirname(path)
-        if not os.path.isdir(d):
-            os.makedirs(d, 0o755)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".%s." % os.path.basename(path))
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
+        store.atomic_write_text(path, text)
 
     def remove(self, path):
         try:

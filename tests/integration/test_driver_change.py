@@ -144,7 +144,8 @@ def rig(tmp_path_factory):
                                                 "ansible_ssh_private_key_file": host["identity_file"],
                                                 "ansible_python_interpreter": "/usr/bin/python3"}}, "vars": gv},
             "sglang_routers": {"hosts": {"rt": dict(local, router_port=port, router_prometheus_port=mport,
-                                                    router_probe_model=MODEL)}}}}}
+                                                    router_probe_model=MODEL, router_worker_discovery="file",
+                                                    router_worker_manifest=str(inv / "workers.json"))}}}}}
         # the first deploy without the router group (deploy.yml would install SMG on the controller)
         servers = {"all": {"children": {"sglang_servers": inventory["all"]["children"]["sglang_servers"]}}}
         (inv / "servers.yml").write_text(yaml.safe_dump(servers))
@@ -156,12 +157,17 @@ def rig(tmp_path_factory):
         with open(os.path.join(ROOT, "roles", "router", "defaults", "main.yml")) as fh:
             defaults = yaml.safe_load(fh)
         urls = [fleet.worker_url(host["address"], 30000), fleet.worker_url("127.0.0.1", fake_port)]
+        # the router keeps its worker set in its file-discovery manifest (router_worker_discovery=file), as the router
+        # role renders it; no retries, so that a request sent to a host in its change would show as failed
+        (inv / "workers.json").write_text(router.manifest_text(urls))
         argv = [SMG, "launch"] + server_args.server_argv(fleet.router_options({
             "listen": "127.0.0.1", "port": port, "prometheus_port": mport, "backend": defaults["router_backend"],
             "policy": defaults["router_policy"], "worker_urls": urls, "health_check": defaults["router_health_check"],
-            "retry": {"disable-retries": True}}))
+            "retry": {"disable-retries": True}, "discovery_file": str(inv / "workers.json"),
+            "options": {"discovery-check-interval-secs": 2}}))
         procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-        host.update(base="http://127.0.0.1:%d" % port, metrics="http://127.0.0.1:%d/metrics" % mport, urls=urls)
+        host.update(base="http://127.0.0.1:%d" % port, metrics="http://127.0.0.1:%d/metrics" % mport, urls=urls,
+                    manifest=str(inv / "workers.json"))
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -199,7 +205,9 @@ def change(rig, version, on_line=None, extra=None):
         t.join()
     spread = router.spread(before, router.parse_worker_successes(urllib.request.urlopen(rig["metrics"], timeout=5).read().decode()))
     totals["per_worker"] = dict((u, spread.get(u, 0)) for u in rig["urls"])
-    report = {"version": version, "rc": rc, "wall_s": round(wall, 1), "requests_sent": totals["sent"],
+    with open(rig["manifest"]) as fh:
+        listed = router.manifest_urls(fh.read())
+    report = {"version": version, "manifest": listed, "rc": rc, "wall_s": round(wall, 1), "requests_sent": totals["sent"],
               "requests_completed": totals["completed"], "requests_failed": totals["failed"], "per_worker": totals["per_worker"]}
     print(json.dumps(report))
     assert totals["runs"] >= 1 and totals["sent"] > 0, totals
@@ -219,11 +227,14 @@ def test_a_fine_driver_is_adopted(rig):
     assert "driver 580.105.08 adopted on %s (was 580.95.05)" % NAME in out, out[-3000:]
     assert history(rig)[-1]["result"] == "adopted"
     assert report["per_worker"][rig["urls"][0]] > 0, "no request reached the host through the router after it rejoined"
+    assert sorted(report["manifest"]) == sorted(rig["urls"]), "the router's worker set does not list the host again"
     # a baseline for each driver: the old one kept, the new one recorded
     drivers = set()
-    for f in os.listdir(os.path.join(os.path.dirname(rig["inventory"]), "reports", "baselines")):
-        with open(os.path.join(os.path.dirname(rig["inventory"]), "reports", "baselines", f)) as fh:
-            drivers.add(json.load(fh)["fingerprint"]["driver"])
+    base = os.path.join(os.path.dirname(rig["inventory"]), "reports", "baselines")
+    for f in sorted(os.listdir(base)):
+        if f.endswith(".json") and not f.startswith("accuracy"):
+            with open(os.path.join(base, f)) as fh:
+                drivers.add(json.load(fh)["fingerprint"]["driver"])
     assert {"580.95.05", "580.105.08"} <= drivers, drivers
 
 
@@ -231,7 +242,8 @@ def test_a_fine_driver_is_adopted(rig):
 @pytest.mark.parametrize("version,cls", [("580.126.09", "regression"), ("580.142", "incoherent")])
 def test_a_bad_driver_is_pinned_back(rig, version, cls):
     before = installed(rig)
-    rc, out, _report = change(rig, version)
+    rc, out, report = change(rig, version)
+    assert sorted(report["manifest"]) == sorted(rig["urls"]), "the router's worker set does not list the host again"
     assert rc != 0 and "[%s]" % cls in out and "Pinned back to 580.105.08" in out, out[-4000:]
     assert installed(rig) == before
     assert history(rig)[-1]["result"] == "failed" and history(rig)[-1]["rejoined"]
