@@ -221,8 +221,8 @@ class DriverChange(object):
     def _run(self, argv, where="host", ok=(0,)):
         rc, out, err = self.h.run(argv, where)
         if rc not in ok:
-            raise ChangeError("%s%s failed (rc=%s): %s" % ("" if where == "host" else "in the container: ", " ".join(argv), rc,
-                                                          (err or out).strip()[-800:]), "command_failed")
+            place = "" if where == "host" else "in the container: "
+            raise ChangeError("%s%s failed (rc=%s): %s" % (place, " ".join(argv), rc, (err or out).strip()[-800:]), "command_failed")
         return out
 
     def installed(self, where):
@@ -257,8 +257,8 @@ class DriverChange(object):
             if st["target"] != target:
                 raise ChangeError(
                     "a driver change to %s is in progress on %s (next step: %s): driver_change_version=%s is not it; rerun "
-                    "with driver_change_version=%s to finish it first" % (st["target"], self.p.get("host", "this host"),
-                                                                         st["next"], target, st["target"]), "in_progress")
+                    "with driver_change_version=%s to finish it first" % (
+                        st["target"], self.p.get("host", "this host"), st["next"], target, st["target"]), "in_progress")
             return self._resume(st)
         snap = self.snapshot()
         now = snap["host"]["driver"]
@@ -512,10 +512,10 @@ class DriverChange(object):
         self.changed = True
         host = self.p.get("host", "this host")
         if not failed:
-            return {"failed": False, "result": line, "msg": "driver %s adopted on %s (was %s): gates passed, back in the "
-                                                             "router" % (st["target"], host, st["from"])}
-        parts = ["driver change %s -> %s on %s failed [%s]: %s." % (st["from"], st["target"], host, st["class"] or "?",
-                                                                   st["message"])]
+            return {"failed": False, "result": line,
+                    "msg": "driver %s adopted on %s (was %s): gates passed, back in the router" % (st["target"], host, st["from"])}
+        parts = ["driver change %s -> %s on %s failed [%s]: %s." % (
+            st["from"], st["target"], host, st["class"] or "?", st["message"])]
         if st.get("pin_back_class"):
             parts.append("Pinning %s back FAILED: %s. The host stays out of the router." % (st["from"], st["pin_back_message"]))
         elif st.get("prove_class"):
