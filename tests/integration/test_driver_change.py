@@ -242,9 +242,10 @@ def test_a_fine_driver_is_adopted(rig):
 @pytest.mark.parametrize("version,cls", [("580.126.09", "regression"), ("580.142", "incoherent")])
 def test_a_bad_driver_is_pinned_back(rig, version, cls):
     before = installed(rig)
+    running = before[0]["libcuda1"].rsplit("-", 1)[0]
     rc, out, report = change(rig, version)
     assert sorted(report["manifest"]) == sorted(rig["urls"]), "the router's worker set does not list the host again"
-    assert rc != 0 and "[%s]" % cls in out and "Pinned back to 580.105.08" in out, out[-4000:]
+    assert rc != 0 and "[%s]" % cls in out and "Pinned back to %s" % running in out, out[-4000:]
     assert installed(rig) == before
     assert history(rig)[-1]["result"] == "failed" and history(rig)[-1]["rejoined"]
     assert json.load(urllib.request.urlopen(rig["base"] + "/readiness", timeout=5)).get("healthy_workers") == 2
