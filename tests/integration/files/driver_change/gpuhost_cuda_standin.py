@@ -9,10 +9,11 @@ tests/fixtures/driver-change-apt-repo.sh; the real libcuda1 ships the same link)
 says before it runs the engine (GPUHOST_STANDIN_ENGINE_MODULE, default transformers serve) in this process:
 
   fine     nothing
-  slow2x   every forward pass of the model (a module whose class name ends in ForCausalLM) is followed by a sleep as
-           long as the pass took: twice the time per step, whatever else runs on the machine. (A SIGSTOP/SIGCONT duty
-           cycle, the slowdown of tests/integration/test_serving_bench_slowdown.py, took 0-40% off here while other
-           tests loaded the 2-core machine: a process that waits for a CPU anyway loses little to being stopped.)
+  slow2x   every streamed answer takes twice as long: before each chunk the response waits as long again as the chunk
+           took to come (the stand-in acts where the bench measures: the model's own steps are not what bounds the
+           CPU engine's throughput under continuous batching: sleeping after each forward pass, measured here, did
+           not lower it; nor did a SIGSTOP/SIGCONT duty cycle of the process while other tests loaded the 2-core
+           machine, as tests/integration/test_serving_bench_slowdown.py does alone in stage 50)
   garbage  every matrix product (torch.nn.functional.linear, which transformers' Linear layers call) gets noise of
            ten times its own scale: wrong numbers from a kernel, as garbage tokens from a driver are reported
            (sgl-project/sglang#24321)
@@ -38,18 +39,26 @@ def behaviour(path=LIBCUDA):
 
 
 def slow_down():
-    import torch
+    """Every streamed response (starlette's StreamingResponse, which transformers serve answers SSE with) waits, before
+    each chunk, as long again as that chunk took to come: twice the time to the first token and between tokens."""
+    import asyncio
 
-    call = torch.nn.Module.__call__
+    from starlette.responses import StreamingResponse
 
-    def timed(self, *args, **kwargs):
-        if not type(self).__name__.endswith("ForCausalLM"):
-            return call(self, *args, **kwargs)
-        t0 = time.perf_counter()
-        out = call(self, *args, **kwargs)
-        time.sleep(time.perf_counter() - t0)
-        return out
-    torch.nn.Module.__call__ = timed
+    stream = StreamingResponse.stream_response
+
+    async def doubled(self, send):
+        body = self.body_iterator
+
+        async def slower():
+            last = time.perf_counter()
+            async for chunk in body:
+                await asyncio.sleep(time.perf_counter() - last)
+                yield chunk
+                last = time.perf_counter()
+        self.body_iterator = slower()
+        return await stream(self, send)
+    StreamingResponse.stream_response = doubled
 
 
 def garble():
