@@ -169,11 +169,12 @@ def verdict(result):
     if dep.get("failed"):
         classes = [a.get("class") for a in (dep.get("attempts") or []) if a.get("outcome") == "failed" and a.get("class")]
         return (classes[0] if classes else "deploy_failed"), str(dep.get("msg") or "the serving role failed")[:600]
+    # the playbook registers these with failed_when: false, which sets failed to false: the class tells
     acc = result.get("accuracy") or {}
-    if acc and (acc.get("failed") or acc.get("passed") is False):
+    if acc and (acc.get("failed") or acc.get("passed") is False or acc.get("class") not in (None, "", "ok")):
         return acc.get("class") or "accuracy_error", str(acc.get("message") or acc.get("msg") or "")[:600]
     bench = result.get("bench") or {}
-    if bench.get("failed"):
+    if bench.get("failed") or bench.get("failure_class") not in (None, "", "ok"):
         return bench.get("failure_class") or "bench_failed", str(bench.get("msg") or "")[:600]
     return "", ""
 

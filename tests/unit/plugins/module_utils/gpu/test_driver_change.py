@@ -154,7 +154,7 @@ def gate_results(host, step):
     if step == "gate":
         if behaviour == "slow2x":
             return {"accuracy": {"passed": True, "class": "ok"},
-                    "bench": {"failed": True, "failure_class": "regression", "msg": "output_throughput -49.8%"}}
+                    "bench": {"failed": False, "failure_class": "regression", "msg": "output_throughput -49.8%"}}
         return {"accuracy": {"passed": True, "class": "ok"}, "bench": {"failed": False}}
     return {"accuracy": {"changed": True}, "bench": {"failed": False}}
 
@@ -242,6 +242,15 @@ def test_target_plan_moves_the_driver_packages_only_and_two_segment_versions_mat
     assert removed == ["nvidia-driver-pinning-580"] and errors == []
     _plan, _removed, errors = dc.target_packages(rec, "580.95.05", "580.999", offered)
     assert errors == ["libcuda1: the repositories offer no version 580.999-* (offered: 580.142-1, 580.105.08-1)"]
+
+
+def test_the_verdict_reads_the_class_of_results_registered_with_failed_when_false():
+    # Ansible sets failed to false in a result registered with failed_when: false (playbooks/driver.yml does)
+    assert dc.verdict({"bench": {"failed": False, "failure_class": "regression", "msg": "output_throughput -47%"}}) == (
+        "regression", "output_throughput -47%")
+    assert dc.verdict({"accuracy": {"failed": False, "class": "accuracy_error", "msg": "connection refused"}})[0] == "accuracy_error"
+    assert dc.verdict({"accuracy": {"passed": True, "class": "ok"}, "bench": {"failed": False, "failure_class": "ok"}}) == ("", "")
+    assert dc.verdict({"accuracy": {"changed": True, "measured": {}}, "bench": {"failure_class": "ok"}}) == ("", "")
 
 
 def test_preferences_follow_the_plan():
