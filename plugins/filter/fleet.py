@@ -32,4 +32,5 @@ class FilterModule(object):
                 "roll_units": _wrap(multinode, "roll_units"), "roll_unit_plan": _wrap(plan, "unit_plan"),
                 "replica_heads": _wrap(multinode, "replica_heads"), "sglang_replica_rank": _wrap(multinode, "replica_rank"),
                 "router_worker_successes": lazy_function(router, "parse_worker_successes"),
-                "router_spread": lazy_function(router, "spread")}
+                "router_spread": lazy_function(router, "spread"),
+                "router_manifest": lazy_function(router, "manifest_text")}

@@ -47,6 +47,13 @@ options:
     description: Seconds to wait until an added worker is ready in the router.
     type: int
     default: 60
+  manifest:
+    description:
+      - The router's file-discovery manifest (C(router_worker_discovery=file) of the router role), on the router
+        host. Then the manifest is the worker set, kept across restarts of the router: C(state=absent) removes
+        O(url) from it (SMG drains and removes the worker) and C(state=present) lists it (SMG registers it); the
+        worker API is only read. Without it, workers are removed and added through the worker API.
+    type: path
   probe:
     description: After C(state=present), prove that a request through the router reaches this worker.
     type: bool
@@ -109,12 +116,34 @@ probe_requests:
 """
 
 
+import os
+import tempfile
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.router import (
-    RouterError, SmgClient, capacity_check, metrics_text, parse_worker_successes)
+    RouterError, SmgClient, capacity_check, manifest_with, metrics_text, parse_worker_successes)
+
+
+def edit_manifest(path, url, present):
+    """List ``url`` in the manifest or not, atomically, keeping the file's owner and mode; returns changed."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+        st = os.stat(path)
+    except (IOError, OSError) as exc:
+        raise RouterError("manifest %s cannot be read (%s): the router role writes it with router_worker_discovery=file"
+                          % (path, exc))
+    new, changed = manifest_with(text, url, present)
+    if changed:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".workers.")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(new)
+        os.chown(tmp, st.st_uid, st.st_gid)
+        os.chmod(tmp, st.st_mode & 0o7777)
+        os.rename(tmp, path)
+    return changed
 
 
 def probe(client, p, url):
@@ -147,6 +176,7 @@ def main():
             batch=dict(type="list", elements="str", default=[]),
             capacity_floor=dict(type="int", default=0),
             api_key=dict(type="str", no_log=True),
+            manifest=dict(type="path"),
         ),
         required_if=[("state", "present", ["url"]), ("state", "absent", ["url"])],
         supports_check_mode=True,
@@ -161,10 +191,17 @@ def main():
         elif module.check_mode:
             present = bool(client.find(url))
             result["changed"] = present if p["state"] == "absent" else not present
+        elif p["manifest"] and p["state"] == "absent":
+            result["changed"] = edit_manifest(p["manifest"], url, False)
+            result["drained_seconds"] = client.wait_gone(url, p["drain_timeout"])
         elif p["state"] == "absent":
             result["changed"], result["drained_seconds"], result["removed_ids"] = client.remove(url, p["drain_timeout"])
         else:
-            result["changed"], result["worker_id"] = client.add(url, p["ready_timeout"])
+            if p["manifest"]:
+                result["changed"] = edit_manifest(p["manifest"], url, True)
+                result["worker_id"] = client.wait_ready(url, p["ready_timeout"])
+            else:
+                result["changed"], result["worker_id"] = client.add(url, p["ready_timeout"])
             if p["probe"]:
                 result["probe_requests"] = probe(client, p, url)
         result["workers"] = [dict((k, w.get(k)) for k in ("id", "url", "status", "is_healthy")) for w in client.workers()]

@@ -39,7 +39,9 @@ def router_options(settings):
     """The ``smg launch`` options from the router role's settings (inventory), ``options`` on top.
 
     settings: listen, port, prometheus_port, backend, policy, worker_urls, health_check, retry (dicts of SMG long
-    option names), options.
+    option names), options; discovery_file: SMG's file discovery (the manifest the router role writes from
+    worker_urls once, and smg_worker edits) instead of the worker list on the command line, so that the worker set
+    outlives a restart of the router (plugins/module_utils/serving/router.py: measured with smg 1.13.0).
     """
     s = dict(settings or {})
     backend = s.get("backend")
@@ -60,7 +62,11 @@ def router_options(settings):
                          % s["prometheus_port"])
     opts = {"host": s.get("listen") or "0.0.0.0", "port": int(s["port"]),
             "prometheus-host": s.get("listen") or "0.0.0.0", "prometheus-port": int(s["prometheus_port"]),
-            "backend": backend, "policy": s.get("policy") or "cache_aware", "worker-urls": urls}
+            "backend": backend, "policy": s.get("policy") or "cache_aware"}
+    if s.get("discovery_file"):
+        opts.update({"discovery-provider": "file", "discovery-file": s["discovery_file"]})
+    else:
+        opts["worker-urls"] = urls
     for group in ("health_check", "retry", "options"):
         extra = s.get(group) or {}
         if not isinstance(extra, dict):

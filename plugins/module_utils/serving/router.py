@@ -12,6 +12,14 @@ the real gateway):
   /readiness                     -> {"status": "ready", "healthy_workers": N, "total_workers": M}
   Prometheus (--prometheus-port) -> smg_worker_cb_outcomes_total{worker=URL,outcome="success"}: per worker
 The ids are per registration: a worker added back gets a new id (and its counters start again at 0).
+
+File discovery (``--discovery-provider file --discovery-file PATH``), measured with smg 1.13.0
+(model_gateway/src/service_discovery/file.rs, from its log lines): the manifest is ``{"version": 1, "workers":
+[{"url": U}, ...]}`` (a worker's other fields: id, worker_type, bootstrap_port, model_id, kv_connector, kv_role,
+kv_engine_id; another version is refused, "keeping the last good manifest"); it is re-read when it changes and every
+``--discovery-check-interval-secs``. A worker removed from the manifest turns "draining" for 5 s and leaves; one
+added is registered and checked; a worker removed through DELETE /workers/{id} but still listed comes back at the
+next read (a new id). So with file discovery the manifest is the worker set, and it outlives a restart of the router.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -137,8 +145,65 @@ class SmgClient(object):
                 self.sleep(poll)
         return changed, current[0]["id"] if current else None
 
+    def wait_gone(self, url, timeout, poll=0.5):
+        """Wait until the router lists no registration of ``url`` (file discovery drains and removes it)."""
+        start = self.clock()
+        while self.find(url):
+            if self.clock() - start > timeout:
+                raise RouterError("worker %s still in the router %ss after it left the manifest (drain_timeout): its "
+                                  "in-flight requests did not finish" % (url, timeout))
+            self.sleep(poll)
+        return round(self.clock() - start, 3)
+
+    def wait_ready(self, url, timeout, poll=0.5):
+        """Wait until the router lists ``url`` ready (file discovery registers it)."""
+        start = self.clock()
+        while True:
+            current = self.find(url)
+            if any(w.get("status") == "ready" and w.get("is_healthy", True) for w in current):
+                return current[0]["id"]
+            if self.clock() - start > timeout:
+                raise RouterError("worker %s not ready in the router %ss after it was listed in the manifest "
+                                  "(ready_timeout): %s" % (url, timeout, json.dumps(current)[:300]))
+            self.sleep(poll)
+
     def healthy_urls(self):
         return sorted(w["url"] for w in self.workers() if w.get("status") == "ready" and w.get("is_healthy", True))
+
+
+MANIFEST_VERSION = 1
+
+
+def manifest_urls(text):
+    """The worker URLs of a discovery manifest (the order kept); a clear error for anything else."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise RouterError("the worker manifest is not JSON: %s" % exc)
+    if not isinstance(doc, dict) or doc.get("version") != MANIFEST_VERSION or not isinstance(doc.get("workers"), list):
+        raise RouterError("the worker manifest is not SMG's file-discovery manifest version %d "
+                          "({\"version\": 1, \"workers\": [{\"url\": ...}]})" % MANIFEST_VERSION)
+    return [str(w.get("url", "")).rstrip("/") for w in doc["workers"] if isinstance(w, dict)]
+
+
+def manifest_with(text, url, present):
+    """The manifest with ``url`` listed (present) or not; returns (new text, changed). Other workers and fields stay."""
+    url = url.rstrip("/")
+    doc = json.loads(text) if manifest_urls(text) is not None else {}
+    workers = doc["workers"]
+    listed = [w for w in workers if str(w.get("url", "")).rstrip("/") == url]
+    if present == bool(listed):
+        return text, False
+    if present:
+        workers.append({"url": url})
+    else:
+        doc["workers"] = [w for w in workers if str(w.get("url", "")).rstrip("/") != url]
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n", True
+
+
+def manifest_text(urls):
+    return json.dumps({"version": MANIFEST_VERSION, "workers": [{"url": u.rstrip("/")} for u in urls]}, indent=1,
+                      sort_keys=True) + "\n"
 
 
 def metrics_text(metrics_url, opener=None, timeout=10):

@@ -171,3 +171,46 @@ def test_worker_successes_and_spread():
     after = router.parse_worker_successes(METRICS)
     assert after == {"http://a:1": 5, "http://b:1": 7}
     assert router.spread({"http://a:1": 2, "http://b:1": 9}, after) == {"http://a:1": 3, "http://b:1": 7}
+
+
+def test_file_discovery_replaces_the_worker_list():
+    opts = fleet.router_options(dict(BASE, discovery_file="/var/lib/smg/workers.json"))
+    assert "worker-urls" not in opts
+    assert opts["discovery-provider"] == "file" and opts["discovery-file"] == "/var/lib/smg/workers.json"
+
+
+def test_manifest_edits_keep_the_other_workers_and_fields():
+    text = router.manifest_text(["http://a:1/", "http://b:1"])
+    assert json.loads(text) == {"version": 1, "workers": [{"url": "http://a:1"}, {"url": "http://b:1"}]}
+    out, changed = router.manifest_with(text, "http://a:1", False)
+    assert changed and router.manifest_urls(out) == ["http://b:1"]
+    assert router.manifest_with(out, "http://a:1", False) == (out, False)
+    back, changed = router.manifest_with(out, "http://a:1/", True)
+    assert changed and router.manifest_urls(back) == ["http://b:1", "http://a:1"]
+    assert router.manifest_with(back, "http://a:1", True) == (back, False)
+    kept = json.dumps({"version": 1, "workers": [{"url": "http://b:1", "model_id": "m"}]})
+    assert json.loads(router.manifest_with(kept, "http://a:1", True)[0])["workers"][0] == {"url": "http://b:1", "model_id": "m"}
+
+
+@pytest.mark.parametrize("text", ["{half", '{"version": 2, "workers": []}', '{"workers": []}', "[]"])
+def test_a_manifest_smg_would_refuse_is_named(text):
+    with pytest.raises(router.RouterError, match="manifest"):
+        router.manifest_with(text, "http://a:1", True)
+
+
+def test_wait_gone_and_wait_ready_read_the_router_only():
+    api = Api(drain_polls=0)
+    c = client(api)
+    api.workers[0]["status"] = "draining"
+    t = [0]
+
+    def sleep(s):
+        t[0] += 1
+        if t[0] == 2:
+            api.workers.pop(0)
+    c.sleep = sleep
+    assert c.wait_gone("http://a:1", 10) == 0.0 and t[0] == 2
+    assert c.wait_ready("http://b:1", 5) == api.workers[0]["id"]
+    assert not [x for x in api.calls if x[0] != "GET"]
+    with pytest.raises(router.RouterError, match=r"not ready in the router 1s after it was listed in the manifest"):
+        client(Api()).wait_ready("http://z:1", 1)
