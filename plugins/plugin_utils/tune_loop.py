@@ -498,7 +498,7 @@ class CampaignLoop(object):
         w = self.plan["workload"]
         params = dict(self.bench, base_url=self.base_url, api=w["api"], concurrency=conc, num_prompts=w.get("num_prompts"),
                       input_len=w["input_len"], output_len=w["output_len"], trials=w["trials"],
-                      warmup=w["warmup"] if conc == w["concurrency"][0] else 0, run_probes=False, plots=False,
+                      warmup=w["warmup"], run_probes=False, plots=False,
                       report_dir=os.path.join(self.state_dir, self.plan["name"], "bench"),
                       run_id="%s-%d-%s" % (self.plan["name"], cand["index"], cand["id"]))
         res = BenchRun(bench_params(**params)).execute()

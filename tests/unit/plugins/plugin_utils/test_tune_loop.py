@@ -317,3 +317,23 @@ def test_device_entry_point_campaign_model_and_accuracy_files(tmp_path):
         names = t.getnames()
     assert "tune/acc/accuracy-lkg.json" in names and "tune/acc/accuracy-2-%s.json" % r[2]["id"] in names
     assert "accuracy greedy: {\"differing\": " in p.stdout and "accuracy gate FAILED" in p.stdout
+
+
+def test_every_level_of_the_ladder_is_warmed_up(monkeypatch, tmp_path):
+    # serving_bench warms each level up at its own concurrency; 0 turns that off, so a ladder that passed 0 after its
+    # first level measured every later level's ramp
+    seen = []
+
+    class Recorder(object):
+        def __init__(self, params):
+            seen.append((params["concurrency"], params["warmup"]))
+
+        def execute(self):
+            return type("Res", (), {"msg": "ok", "out": {}, "failed": False})()
+
+    monkeypatch.setattr(tune_loop, "BenchRun", Recorder)
+    loop = tune_loop.CampaignLoop(FIRST, str(tmp_path), None, ["true"], None, "http://127.0.0.1:9", say=lambda m: None)
+    loop.plan = {"name": "first", "workload": dict(WORKLOAD, api="completions")}
+    for conc in WORKLOAD["concurrency"]:
+        loop.level({"index": 0, "id": "base"}, conc)
+    assert seen == [(1, 1), (4, 1)], seen
