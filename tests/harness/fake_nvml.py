@@ -362,20 +362,29 @@ class CallReplayNVML(object):
     benchmarks/gpu/record_nvml.py on a real box or by tests/fixtures/gpu-boxes/assemble.py). Each call, written
     ``nvmlDeviceGetName(0)`` (handles are their index), maps to what nvidia-ml-py returned: a value, a list for a
     tuple, a dict for a ctypes structure, or ``{"error": "Not Supported"}`` for an NVMLError. ``strict``: a call the
-    file does not hold raises UnrecordedCall (unit tests see every call); otherwise NVML's Not Supported."""
+    file does not hold raises UnrecordedCall (unit tests see every call); otherwise NVML's Not Supported. The
+    optional ``attrs`` (constants the recording read) answer as attributes; ``absent`` (functions the recorded
+    nvidia-ml-py lacked) are absent here too."""
 
     NVML_NVLINK_MAX_LINKS = 18
     NVMLError = FakeNVMLError
 
-    def __init__(self, calls, strict=True):
+    def __init__(self, calls, strict=True, attrs=None, absent=()):
         self._calls = calls
         self._strict = strict
+        self._absent = set(absent)
+        self.__dict__.update(attrs or {})  # the recorded constants, over the class's defaults
         self.made = []
 
     @classmethod
     def from_file(cls, path, strict=True):
         with open(path) as fh:
-            return cls(json.load(fh)["calls"], strict=strict)
+            return cls.from_recording(json.load(fh), strict=strict)
+
+    @classmethod
+    def from_recording(cls, recording, strict=True):
+        """From an nvml.json's content (benchmarks/gpu/record_nvml.py Recorder.recording)."""
+        return cls(recording["calls"], strict=strict, attrs=recording.get("attrs"), absent=recording.get("absent") or ())
 
     def answer(self, name, args):
         key = "%s(%s)" % (name, ",".join(str(a) for a in args))
@@ -399,6 +408,8 @@ class CallReplayNVML(object):
         return value
 
     def __getattr__(self, name):
+        if name.startswith("_") or name in self._absent:
+            raise AttributeError(name)
         if not name.startswith("nvml"):
             raise AttributeError(name)
         return lambda *args: self.answer(name, args)
