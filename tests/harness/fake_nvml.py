@@ -359,32 +359,32 @@ class UnrecordedCall(AssertionError):
 
 class CallReplayNVML(object):
     """NVML answering from a JSON of the calls gpu_facts makes (tests/fixtures/gpu-boxes/<box>/nvml.json, written by
-    benchmarks/gpu/record_nvml.py on a real box or by tests/fixtures/gpu-boxes/assemble.py). Each call, written
+    benchmarks/gpu/record_nvml.py's Recorder, alone or through benchmarks/gpu/host_read.py, on a real box, or by
+    tests/fixtures/gpu-boxes/assemble.py). Each call, written
     ``nvmlDeviceGetName(0)`` (handles are their index), maps to what nvidia-ml-py returned: a value, a list for a
-    tuple, a dict for a ctypes structure, or ``{"error": "Not Supported"}`` for an NVMLError. ``strict``: a call the
-    file does not hold raises UnrecordedCall (unit tests see every call); otherwise NVML's Not Supported. The
+    tuple, a dict for a ctypes structure, or ``{"error": "Not Supported"}`` for an NVMLError. A call the file
+    does not hold raises UnrecordedCall, naming it: no answer nobody recorded. The
     optional ``attrs`` (constants the recording read) answer as attributes; ``absent`` (functions the recorded
     nvidia-ml-py lacked) are absent here too."""
 
     NVML_NVLINK_MAX_LINKS = 18
     NVMLError = FakeNVMLError
 
-    def __init__(self, calls, strict=True, attrs=None, absent=()):
+    def __init__(self, calls, attrs=None, absent=()):
         self._calls = calls
-        self._strict = strict
         self._absent = set(absent)
         self.__dict__.update(attrs or {})  # the recorded constants, over the class's defaults
         self.made = []
 
     @classmethod
-    def from_file(cls, path, strict=True):
+    def from_file(cls, path):
         with open(path) as fh:
-            return cls.from_recording(json.load(fh), strict=strict)
+            return cls.from_recording(json.load(fh))
 
     @classmethod
-    def from_recording(cls, recording, strict=True):
+    def from_recording(cls, recording):
         """From an nvml.json's content (benchmarks/gpu/record_nvml.py Recorder.recording)."""
-        return cls(recording["calls"], strict=strict, attrs=recording.get("attrs"), absent=recording.get("absent") or ())
+        return cls(recording["calls"], attrs=recording.get("attrs"), absent=recording.get("absent") or ())
 
     def answer(self, name, args):
         key = "%s(%s)" % (name, ",".join(str(a) for a in args))
@@ -394,9 +394,7 @@ class CallReplayNVML(object):
                 return None
             if name == "nvmlDeviceGetHandleByIndex":
                 return args[0]
-            if self._strict:
-                raise UnrecordedCall("NVML call %s is not in the recording" % key)
-            raise FakeNVMLError(3)
+            raise UnrecordedCall("NVML call %s is not in the recording" % key)
         value = self._calls[key]
         if isinstance(value, dict) and set(value) == {"error"}:
             codes = dict((text, code) for code, text in ERROR_TEXT.items())
