@@ -28,6 +28,13 @@ class FakeNVMLError(Exception):
         return ERROR_TEXT.get(self.value, "Unknown Error %d" % self.value)
 
 
+def _device_getter(lookup, key):
+    """An ``nvmlDeviceGet*(handle)`` method answering ``self.<lookup>(handle, key)`` (FakeNVML._get, ReplayNVML._v)."""
+    def getter(self, h):
+        return getattr(self, lookup)(h, key)
+    return getter
+
+
 class FakeNVML(object):
     NVML_NVLINK_MAX_LINKS = 18
 
@@ -98,27 +105,6 @@ class FakeNVML(object):
 
     def nvmlDeviceGetPciInfo(self, h):
         return SimpleNamespace(busId=self._get(h, "bus").encode(), pciDeviceId=self._get(h, "pci_id"))
-
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
-        return self._get(h, "gen_cur")
-
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
-        return self._get(h, "gen_max")
-
-    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
-        return self._get(h, "w_cur")
-
-    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
-        return self._get(h, "w_max")
-
-    def nvmlDeviceGetPersistenceMode(self, h):
-        return self._get(h, "pm")
-
-    def nvmlDeviceGetPowerManagementLimit(self, h):
-        return self._get(h, "power_mw")
-
-    def nvmlDeviceGetVirtualizationMode(self, h):
-        return self._get(h, "virt")
 
     def nvmlDeviceGetNvLinkState(self, h, link):
         links = self.gpus[h]["nvlinks"]
@@ -193,6 +179,12 @@ class FakeNVML(object):
         if not isinstance(cap, int):
             raise TypeError("p2p index must be an int (nvidia-ml-py's READ constant is a tuple)")
         return self._p2p(a, b, cap)
+
+
+for _name, _key in (("CurrPcieLinkGeneration", "gen_cur"), ("MaxPcieLinkGeneration", "gen_max"),
+                   ("CurrPcieLinkWidth", "w_cur"), ("MaxPcieLinkWidth", "w_max"), ("PersistenceMode", "pm"),
+                   ("PowerManagementLimit", "power_mw"), ("VirtualizationMode", "virt")):
+    setattr(FakeNVML, "nvmlDeviceGet" + _name, _device_getter("_get", _key))
 
 
 RTX_BUSES = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0",
@@ -342,15 +334,9 @@ class ReplayNVML(object):
         pass
 
 
-def _replay_getter(key):
-    def getter(self, h):
-        return self._v(h, key)  # pylint: disable=protected-access
-    return getter
-
-
 for _name in ("CurrPcieLinkGeneration", "MaxPcieLinkGeneration", "CurrPcieLinkWidth", "MaxPcieLinkWidth",
               "RetiredPagesPendingStatus", "RemappedRows", "PersistenceMode"):
-    setattr(ReplayNVML, "nvmlDeviceGet" + _name, _replay_getter(_name))
+    setattr(ReplayNVML, "nvmlDeviceGet" + _name, _device_getter("_v", _name))
 
 
 class UnrecordedCall(AssertionError):
