@@ -181,9 +181,10 @@ class FakeNVML(object):
         return self._p2p(a, b, cap)
 
 
-for _name, _key in (("CurrPcieLinkGeneration", "gen_cur"), ("MaxPcieLinkGeneration", "gen_max"),
-                   ("CurrPcieLinkWidth", "w_cur"), ("MaxPcieLinkWidth", "w_max"), ("PersistenceMode", "pm"),
-                   ("PowerManagementLimit", "power_mw"), ("VirtualizationMode", "virt")):
+_FAKE_GETTERS = (("CurrPcieLinkGeneration", "gen_cur"), ("MaxPcieLinkGeneration", "gen_max"),
+                 ("CurrPcieLinkWidth", "w_cur"), ("MaxPcieLinkWidth", "w_max"), ("PersistenceMode", "pm"),
+                 ("PowerManagementLimit", "power_mw"), ("VirtualizationMode", "virt"))
+for _name, _key in _FAKE_GETTERS:
     setattr(FakeNVML, "nvmlDeviceGet" + _name, _device_getter("_get", _key))
 
 
