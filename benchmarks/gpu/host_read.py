@@ -15,11 +15,10 @@ Writes into DIR (a lent machine's call tars DIR into one file: its $OUT returns 
   nvidia-smi-topo-m.txt (``topo -m``), nvidia-smi-topo-p2p-<r|w|n|a|p>.txt (``topo -p2p`` read, write, nvlink,
   atomics, prop: the capabilities ``nvidia-smi topo -h`` lists; unverified on the H200's driver until run), each
   beginning with its command line and ending with its exit status.
-- nvml-calls.json: every NVML call gpu_facts makes (plugins/module_utils/gpu/nvml_facts.py collect, through
-  RecordingNVML below: the function, its arguments with the device handle, a device function's first argument, named
-  ``handle:<index>`` after the call that returned it, its answer, or its
-  error's class, value and text), the attributes it read and the ones the installed nvidia-ml-py lacks; and the
-  utilization reading gap.py's GPU sampler takes. tests/harness/nvml_calls.py answers from it.
+- nvml.json: every NVML call gpu_facts makes (plugins/module_utils/gpu/nvml_facts.py collect) and the utilization
+  reading gap.py's GPU sampler takes, recorded through record_nvml.Recorder (the one NVML recorder, in the format of
+  tests/fixtures/gpu-boxes/<box>/nvml.json), with ``facts_error``, ``gpu_count`` and ``nvidia_ml_py`` beside it.
+  harness.fake_nvml.CallReplayNVML answers from it (strict: an unrecorded call raises).
 - host-read.json: what ran, when, how long, and each step's outcome.
 """
 import argparse
@@ -31,6 +30,8 @@ import sys
 import tarfile
 import time
 
+from record_nvml import Recorder  # benchmarks/gpu/record_nvml.py (this folder is on sys.path when the script runs)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "collections"))
 
@@ -38,79 +39,6 @@ PCI_FILES = ("vendor", "device", "class", "subsystem_vendor", "subsystem_device"
              "current_link_width", "max_link_speed", "max_link_width", "numa_node", "local_cpulist", "enable")
 DMI_FILES = ("sys_vendor", "product_name", "product_version", "board_vendor", "board_name", "bios_vendor")
 P2P_KINDS = ("r", "w", "n", "a", "p")
-TWO_HANDLES = ("nvmlDeviceGetP2PStatus", "nvmlDeviceGetTopologyCommonAncestor", "nvmlDeviceOnSameBoard")
-
-
-def encode(value):
-    """An NVML answer or argument as JSON: bytes as text, ctypes structures (``_fields_``) and namespaces as mappings
-    with their type."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [encode(v) for v in value]
-    fields = getattr(value, "_fields_", None)
-    if fields:
-        out = {"_type": type(value).__name__}
-        for f in fields:
-            out[f[0]] = encode(getattr(value, f[0]))
-        return out
-    if hasattr(value, "__dict__"):
-        out = {"_type": type(value).__name__}
-        out.update((k, encode(v)) for k, v in sorted(vars(value).items()) if not k.startswith("_"))
-        return out
-    return {"_type": type(value).__name__, "repr": repr(value)}
-
-
-class RecordingNVML(object):
-    """A pynvml module seen through a log: every ``nvml*`` call with its arguments and answer (or error), every
-    other attribute read (constants), every attribute the module lacks (an older nvidia-ml-py)."""
-
-    def __init__(self, real):
-        self._real, self.calls, self.attrs, self.absent, self.handles = real, [], {}, [], []
-
-    def __getattr__(self, name):
-        try:
-            val = getattr(self._real, name)
-        except AttributeError:
-            self.absent.append(name)
-            raise
-        if not name.startswith("nvml") or not callable(val):
-            if isinstance(val, (bool, int, float, str)):
-                self.attrs[name] = val
-            return val
-
-        def call(*args):
-            args_json = [encode(a) for a in args]
-            if name.startswith("nvmlDevice") and not name.startswith("nvmlDeviceGetHandleBy"):
-                # NVML's device functions take the device handle first, the pair functions two: named by the call
-                # that returned them (NVML API reference: nvmlDeviceGetP2PStatus(device1, device2, p2pIndex, ...))
-                for i in range(min(len(args), 2 if name in TWO_HANDLES else 1)):
-                    args_json[i] = self.handle_label(args[i])
-            entry = {"fn": name, "args": args_json}
-            self.calls.append(entry)
-            try:
-                res = val(*args)
-            except Exception as exc:  # NVMLError and its subclasses: recorded, then raised as the caller expects
-                entry["error"] = {"type": type(exc).__name__, "value": getattr(exc, "value", None), "text": str(exc)}
-                raise
-            if name.startswith("nvmlDeviceGetHandleBy"):
-                self.handles.append((res, "handle:%s" % (args[0] if name.endswith("Index") else len(self.handles))))
-                entry["result"] = self.handles[-1][1]
-            else:
-                entry["result"] = encode(res)
-            return res
-        return call
-
-    def handle_label(self, handle):
-        for obj, label in self.handles:
-            if handle is obj:
-                return label
-        return encode(handle)
-
-    def log(self):
-        return {"calls": self.calls, "attrs": self.attrs, "absent": sorted(set(self.absent))}
 
 
 def read_text(path):
@@ -205,9 +133,9 @@ def run_smi(smi, args, path, timeout=120):
 
 
 def nvml_calls(nvml, root):
-    """nvml_facts.collect through RecordingNVML, then one utilization reading (gap.py's sampler)."""
+    """nvml_facts.collect through record_nvml.Recorder, then one utilization reading (gap.py's sampler)."""
     from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts
-    rec = RecordingNVML(nvml)
+    rec = Recorder(nvml)
     out = {"facts_error": None}
     try:
         facts = nvml_facts.collect(rec, host=nvml_facts.read_hypervisor(root))
@@ -219,7 +147,7 @@ def nvml_calls(nvml, root):
                 pass
     except Exception as exc:  # nvmlInit refused: that answer is the recording
         out["facts_error"] = "%s: %s" % (type(exc).__name__, exc)
-    out.update(rec.log())
+    out.update(rec.recording("recorded by benchmarks/gpu/host_read.py"))
     return out
 
 
@@ -243,11 +171,11 @@ def main(argv=None):
         try:
             import pynvml
         except ImportError as exc:
-            log = {"facts_error": "ImportError: %s" % exc, "calls": [], "attrs": {}, "absent": []}
+            log = {"facts_error": "ImportError: %s" % exc, "calls": {}, "attrs": {}, "absent": []}
         else:
             log = nvml_calls(pynvml, a.sysfs_root)
             log["nvidia_ml_py"] = getattr(pynvml, "__version__", None)
-        with open(os.path.join(a.out, "nvml-calls.json"), "w") as f:
+        with open(os.path.join(a.out, "nvml.json"), "w") as f:
             json.dump(log, f, indent=1, sort_keys=True)
         meta["steps"]["nvml"] = {"calls": len(log["calls"]), "facts_error": log["facts_error"]}
     meta["seconds"] = round(time.monotonic() - t0, 2)

@@ -8,7 +8,9 @@
     python3 benchmarks/gpu/record_nvml.py --out nvml.json      # with the interpreter that has nvidia-ml-py
 
 Every ``nvml*`` call nvml_facts.collect makes goes through a proxy to the real pynvml; the proxy writes the call
-(device handles as their index) and the value, a ctypes structure as a dict of its fields, or the NVMLError text.
+(device handles as their index) and the value, a ctypes structure as a dict of its fields, or the NVMLError text;
+with the constants read (``attrs``) and the functions the installed nvidia-ml-py lacks (``absent``). The one
+recorder of NVML answers: benchmarks/gpu/host_read.py records through it too.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,6 +32,8 @@ def plain(value):
         return dict((name, plain(getattr(value, name))) for name, _ in value._fields_)
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
+    if hasattr(value, "__dict__") and not callable(value):  # a namespace (the harness's fake NVML answers so)
+        return dict((k, plain(v)) for k, v in sorted(vars(value).items()) if not k.startswith("_"))
     return value
 
 
@@ -37,7 +41,7 @@ class Recorder(object):
     def __init__(self, nvml):
         self._nvml = nvml
         self._handles = []
-        self.calls = {}
+        self.calls, self.attrs, self.absent = {}, {}, []
 
     def _arg(self, arg):
         for index, handle in enumerate(self._handles):
@@ -45,16 +49,27 @@ class Recorder(object):
                 return index
         return arg
 
+    def recording(self, source="recorded by benchmarks/gpu/record_nvml.py"):
+        """The nvml.json harness.fake_nvml.CallReplayNVML answers from."""
+        return {"source": source, "calls": self.calls, "attrs": self.attrs, "absent": sorted(self.absent)}
+
     def __getattr__(self, name):
-        real = getattr(self._nvml, name)
+        try:
+            real = getattr(self._nvml, name)
+        except AttributeError:  # an older nvidia-ml-py: the replay lacks it too
+            if name not in self.absent:
+                self.absent.append(name)
+            raise
         if not name.startswith("nvml") or not callable(real):
+            if not name.startswith("_") and isinstance(real, (bool, int, float, str)):
+                self.attrs[name] = real
             return real
 
         def call(*args):
             key = "%s(%s)" % (name, ",".join(str(self._arg(a)) for a in args))
             try:
                 value = real(*args)
-            except self._nvml.NVMLError as exc:
+            except Exception as exc:  # NVMLError and its subclasses (any module's): recorded, raised as the caller expects
                 self.calls[key] = {"error": str(exc)}
                 raise
             if name == "nvmlDeviceGetHandleByIndex":
@@ -73,7 +88,7 @@ def main():
     rec = Recorder(pynvml)
     facts = nvml_facts.collect(rec, host=nvml_facts.read_hypervisor("/"))
     with open(args.out, "w") as fh:
-        json.dump({"source": "recorded by benchmarks/gpu/record_nvml.py", "calls": rec.calls}, fh, indent=1, sort_keys=True)
+        json.dump(rec.recording(), fh, indent=1, sort_keys=True)
     print("recorded %d call(s) of %d GPU(s) to %s" % (len(rec.calls), facts["gpu_count"], args.out))
     return 0
 

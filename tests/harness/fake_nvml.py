@@ -28,6 +28,13 @@ class FakeNVMLError(Exception):
         return ERROR_TEXT.get(self.value, "Unknown Error %d" % self.value)
 
 
+def _device_getter(lookup, key):
+    """An ``nvmlDeviceGet*(handle)`` method answering ``self.<lookup>(handle, key)`` (FakeNVML._get, ReplayNVML._v)."""
+    def getter(self, h):
+        return getattr(self, lookup)(h, key)
+    return getter
+
+
 class FakeNVML(object):
     NVML_NVLINK_MAX_LINKS = 18
 
@@ -98,27 +105,6 @@ class FakeNVML(object):
 
     def nvmlDeviceGetPciInfo(self, h):
         return SimpleNamespace(busId=self._get(h, "bus").encode(), pciDeviceId=self._get(h, "pci_id"))
-
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
-        return self._get(h, "gen_cur")
-
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
-        return self._get(h, "gen_max")
-
-    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
-        return self._get(h, "w_cur")
-
-    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
-        return self._get(h, "w_max")
-
-    def nvmlDeviceGetPersistenceMode(self, h):
-        return self._get(h, "pm")
-
-    def nvmlDeviceGetPowerManagementLimit(self, h):
-        return self._get(h, "power_mw")
-
-    def nvmlDeviceGetVirtualizationMode(self, h):
-        return self._get(h, "virt")
 
     def nvmlDeviceGetNvLinkState(self, h, link):
         links = self.gpus[h]["nvlinks"]
@@ -193,6 +179,13 @@ class FakeNVML(object):
         if not isinstance(cap, int):
             raise TypeError("p2p index must be an int (nvidia-ml-py's READ constant is a tuple)")
         return self._p2p(a, b, cap)
+
+
+_FAKE_GETTERS = (("CurrPcieLinkGeneration", "gen_cur"), ("MaxPcieLinkGeneration", "gen_max"),
+                 ("CurrPcieLinkWidth", "w_cur"), ("MaxPcieLinkWidth", "w_max"), ("PersistenceMode", "pm"),
+                 ("PowerManagementLimit", "power_mw"), ("VirtualizationMode", "virt"))
+for _name, _key in _FAKE_GETTERS:
+    setattr(FakeNVML, "nvmlDeviceGet" + _name, _device_getter("_get", _key))
 
 
 RTX_BUSES = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0",
@@ -342,15 +335,9 @@ class ReplayNVML(object):
         pass
 
 
-def _replay_getter(key):
-    def getter(self, h):
-        return self._v(h, key)  # pylint: disable=protected-access
-    return getter
-
-
 for _name in ("CurrPcieLinkGeneration", "MaxPcieLinkGeneration", "CurrPcieLinkWidth", "MaxPcieLinkWidth",
               "RetiredPagesPendingStatus", "RemappedRows", "PersistenceMode"):
-    setattr(ReplayNVML, "nvmlDeviceGet" + _name, _replay_getter(_name))
+    setattr(ReplayNVML, "nvmlDeviceGet" + _name, _device_getter("_v", _name))
 
 
 class UnrecordedCall(AssertionError):
@@ -359,23 +346,32 @@ class UnrecordedCall(AssertionError):
 
 class CallReplayNVML(object):
     """NVML answering from a JSON of the calls gpu_facts makes (tests/fixtures/gpu-boxes/<box>/nvml.json, written by
-    benchmarks/gpu/record_nvml.py on a real box or by tests/fixtures/gpu-boxes/assemble.py). Each call, written
+    benchmarks/gpu/record_nvml.py's Recorder, alone or through benchmarks/gpu/host_read.py, on a real box, or by
+    tests/fixtures/gpu-boxes/assemble.py). Each call, written
     ``nvmlDeviceGetName(0)`` (handles are their index), maps to what nvidia-ml-py returned: a value, a list for a
-    tuple, a dict for a ctypes structure, or ``{"error": "Not Supported"}`` for an NVMLError. ``strict``: a call the
-    file does not hold raises UnrecordedCall (unit tests see every call); otherwise NVML's Not Supported."""
+    tuple, a dict for a ctypes structure, or ``{"error": "Not Supported"}`` for an NVMLError. A call the file
+    does not hold raises UnrecordedCall, naming it: no answer nobody recorded. The
+    optional ``attrs`` (constants the recording read) answer as attributes; ``absent`` (functions the recorded
+    nvidia-ml-py lacked) are absent here too."""
 
     NVML_NVLINK_MAX_LINKS = 18
     NVMLError = FakeNVMLError
 
-    def __init__(self, calls, strict=True):
+    def __init__(self, calls, attrs=None, absent=()):
         self._calls = calls
-        self._strict = strict
+        self._absent = set(absent)
+        self.__dict__.update(attrs or {})  # the recorded constants, over the class's defaults
         self.made = []
 
     @classmethod
-    def from_file(cls, path, strict=True):
+    def from_file(cls, path):
         with open(path) as fh:
-            return cls(json.load(fh)["calls"], strict=strict)
+            return cls.from_recording(json.load(fh))
+
+    @classmethod
+    def from_recording(cls, recording):
+        """From an nvml.json's content (benchmarks/gpu/record_nvml.py Recorder.recording)."""
+        return cls(recording["calls"], attrs=recording.get("attrs"), absent=recording.get("absent") or ())
 
     def answer(self, name, args):
         key = "%s(%s)" % (name, ",".join(str(a) for a in args))
@@ -385,9 +381,7 @@ class CallReplayNVML(object):
                 return None
             if name == "nvmlDeviceGetHandleByIndex":
                 return args[0]
-            if self._strict:
-                raise UnrecordedCall("NVML call %s is not in the recording" % key)
-            raise FakeNVMLError(3)
+            raise UnrecordedCall("NVML call %s is not in the recording" % key)
         value = self._calls[key]
         if isinstance(value, dict) and set(value) == {"error"}:
             codes = dict((text, code) for code, text in ERROR_TEXT.items())
@@ -399,6 +393,8 @@ class CallReplayNVML(object):
         return value
 
     def __getattr__(self, name):
+        if name.startswith("_") or name in self._absent:
+            raise AttributeError(name)
         if not name.startswith("nvml"):
             raise AttributeError(name)
         return lambda *args: self.answer(name, args)

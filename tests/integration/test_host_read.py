@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """benchmarks/gpu/host_read.py, the day-one host read for the lent H200 (its GPU's sysfs PCI entries, nvidia-smi's
 readings, the NVML calls gpu_facts makes), here on a recorded-shape sysfs tree, a stand-in nvidia-smi and the
-harness's fake NVML: what it records replays (tests/harness/nvml_calls.py, the extracted sysfs.tar.xz) to the same
+harness's fake NVML: what it records replays (harness.fake_nvml.CallReplayNVML, the extracted sysfs.tar.xz) to the same
 facts the project's code read from the original."""
 from __future__ import absolute_import, division, print_function
 
@@ -16,9 +16,10 @@ import sys
 import tarfile
 from types import SimpleNamespace
 
+import pytest
+
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts, pci_arch
 from ansible_collections.gpuhost.sglang.tests.harness import fake_nvml
-from ansible_collections.gpuhost.sglang.tests.harness.nvml_calls import CallLogNVML
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SCRIPT = os.path.join(ROOT, "benchmarks", "gpu", "host_read.py")
@@ -37,18 +38,22 @@ def test_the_nvml_recording_replays_to_the_same_facts():
     hr = host_read()
     errors = []
     for box in (fake_nvml.h200_box(), fake_nvml.h100_sxm_box(remote_type_api=False)):
-        rec = hr.RecordingNVML(box)
+        rec = hr.Recorder(box)
         facts = nvml_facts.collect(rec)
-        log = json.loads(json.dumps(rec.log()))  # as nvml-calls.json holds it
-        assert len(log["calls"]) > 10 and log["calls"][0]["fn"] == "nvmlInit"
-        assert nvml_facts.collect(CallLogNVML(log)) == facts
-        errors += [c["fn"] for c in log["calls"] if "error" in c]
+        log = json.loads(json.dumps(rec.recording()))  # as nvml.json holds it
+        assert len(log["calls"]) > 10 and "nvmlInit()" in log["calls"]
+        replay = fake_nvml.CallReplayNVML.from_recording(log)
+        assert nvml_facts.collect(replay) == facts
+        errors += [k.split("(")[0] for k, v in log["calls"].items() if isinstance(v, dict) and set(v) == {"error"}]
+        # strict: a call the recording does not hold fails the replay, naming it
+        with pytest.raises(fake_nvml.UnrecordedCall, match=r"nvmlDeviceGetUtilizationRates\(0\)"):
+            replay.nvmlDeviceGetUtilizationRates(replay.nvmlDeviceGetHandleByIndex(0))
     assert "nvmlDeviceGetNvLinkState" in errors  # a refusal is an answer too: recorded, replayed
     # a function the machine's nvidia-ml-py lacks is recorded as absent, and absent in the replay
-    rec = hr.RecordingNVML(SimpleNamespace(NVML_NVLINK_MAX_LINKS=18))
-    assert not hasattr(rec, "nvmlDeviceGetNvLinkRemoteDeviceType") and rec.NVML_NVLINK_MAX_LINKS == 18
-    replay = CallLogNVML(json.loads(json.dumps(rec.log())))
-    assert not hasattr(replay, "nvmlDeviceGetNvLinkRemoteDeviceType") and replay.NVML_NVLINK_MAX_LINKS == 18
+    rec = hr.Recorder(SimpleNamespace(NVML_NVLINK_MAX_LINKS=12))
+    assert not hasattr(rec, "nvmlDeviceGetNvLinkRemoteDeviceType") and rec.NVML_NVLINK_MAX_LINKS == 12
+    replay = fake_nvml.CallReplayNVML.from_recording(json.loads(json.dumps(rec.recording())))
+    assert not hasattr(replay, "nvmlDeviceGetNvLinkRemoteDeviceType") and replay.NVML_NVLINK_MAX_LINKS == 12
 
 
 def make_sysfs(root):

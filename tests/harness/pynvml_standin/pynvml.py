@@ -9,8 +9,8 @@ h200-recorded    the nvidia-h200 machine's own NVML answers (tests/unit/plugins/
 h200-throttles   a healthy H200 for the first reading (harness.fake_nvml.h200_box), thermal throttle from the
                  second (harness.fake_nvml.thermal_throttle_box): GPUs that degrade during a run
 replay           every reading answers from the nvml.json GPUHOST_NVML_REPLAY names (a box of tests/fixtures/gpu-boxes,
-                 harness.fake_nvml.CallReplayNVML; calls the file does not hold answer Not Supported); the mode
-                 when GPUHOST_NVML_REPLAY is set
+                 harness.fake_nvml.CallReplayNVML, strict: a call the file does not hold raises UnrecordedCall,
+                 naming it); the mode when GPUHOST_NVML_REPLAY is set
 """
 
 from __future__ import absolute_import, division, print_function
@@ -38,7 +38,7 @@ def _recorded(which):
 
 
 def _replay():
-    return fake_nvml.CallReplayNVML.from_file(os.environ["GPUHOST_NVML_REPLAY"], strict=False)
+    return fake_nvml.CallReplayNVML.from_file(os.environ["GPUHOST_NVML_REPLAY"])
 
 
 _MODES = {
