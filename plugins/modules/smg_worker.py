@@ -50,7 +50,7 @@ options:
   manifest:
     description:
       - The router's file-discovery manifest (C(router_worker_discovery=file) of the router role), on the router
-        host. Then the manifest is the worker set, kept across restarts of the router: C(state=absent) removes
+        host. Then the manifest is the worker set, kept across restarts of the router; C(state=absent) removes
         O(url) from it (SMG drains and removes the worker) and C(state=present) lists it (SMG registers it); the
         worker API is only read. Without it, workers are removed and added through the worker API.
     type: path

@@ -141,10 +141,11 @@ def test_drain_keeps_inflight_streams_then_add_back_reaches_the_worker(gateway):
 def test_serving_bench_through_smg_verifies_counts_with_the_workers_engine_metrics(tmp_path):
     # SMG answers /metrics on its main port with 404 and serves its workers' SGLang metrics, aggregated and labelled
     # worker_addr, on /engine_metrics (measured: smg 1.13.0 here; tests/fixtures/sglang-0.5.17/README.md)
-    with fake_server("ok", "--replay", REPLAY) as (w1, _p1), smg([w1]) as (base, dummy):
-        res = harness.run_module("serving_bench", dict(
-            base_url=base, model="tiny", input_len=8, output_len=64, concurrency=2, num_prompts=4, warmup=0,
-            run_probes=False, plots=False, min_duration_s=0, min_requests=1), tmp_path=tmp_path)
+    with fake_server("ok", "--replay", REPLAY) as (w1, _p1):
+        with smg([w1]) as (base, dummy):
+            res = harness.run_module("serving_bench", dict(
+                base_url=base, model="tiny", input_len=8, output_len=64, concurrency=2, num_prompts=4, warmup=0,
+                run_probes=False, plots=False, min_duration_s=0, min_requests=1), tmp_path=tmp_path)
     assert not res.get("failed"), res.get("msg")
     lvl = res["results"][0]
     assert lvl["server_metrics"]["status"] == "ok", lvl["server_metrics"]

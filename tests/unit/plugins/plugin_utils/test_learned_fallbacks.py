@@ -48,8 +48,9 @@ def box(order):
     return behave
 
 
-def build(chain, behave, lessons=LESSONS, host_options=None, host_lessons=None):
+def build(chain, behave, lessons=None, host_options=None, host_lessons=None):
     """The role's part: every option set of the learned chain, rendered (argv, unit) as deploy.yml does."""
+    lessons = LESSONS if lessons is None else lessons
     flat = []
     for entry in profiles.learned_chain(chain, lessons, host_options, host_lessons):
         options = profiles.merge_options(None, host_options, entry["options"])
@@ -76,8 +77,7 @@ def deploy(cands):
 def orders():
     """Every order of every non-empty set of the classes the chain reacts to."""
     for n in range(1, len(CLASSES) + 1):
-        for order in itertools.permutations(CLASSES, n):
-            yield order
+        yield from itertools.permutations(CLASSES, n)
 
 
 @pytest.mark.parametrize("order", list(orders()), ids="-".join)
