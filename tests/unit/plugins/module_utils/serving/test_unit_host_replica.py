@@ -44,7 +44,9 @@ def test_rank_state_reads_the_unit_and_the_peer_watch(tmp_path, content, expect)
 def test_inspect_says_what_the_transaction_reads_and_no_more(tmp_path):
     out = unit_host.inspect(str(tmp_path), Systemctl(), "sglang.service", "/etc/systemd/system", "/etc/sglang/sglang.env",
                             "/etc/sglang/last-known-good")
-    assert sorted(out) == ["active", "clock", "invocation", "live_is_lkg", "lkg", "lkg_problem"]
+    # files: the sha256 (or None) of each file the deploy owns, which playbooks/tune.yml's "host untouched" check reads
+    assert sorted(out) == ["active", "clock", "files", "invocation", "live_is_lkg", "lkg", "lkg_problem"]
+    assert out["files"] and all(v is None for v in out["files"].values()), out["files"]
 
 
 @pytest.mark.parametrize("show, expect", [
