@@ -2,7 +2,8 @@
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA's repository per distribution release and the driver branch chosen from it, on the role's own data
-(roles/nvidia_driver/vars/main.yml), as the preflight and detect tasks pass it."""
+(roles/nvidia_driver/vars/main.yml), as the preflight and detect tasks pass it (here beside the filters: ansible-test
+runs the module_utils units without ansible.errors, which the filter plugin imports)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,7 +17,7 @@ import yaml
 from ansible_collections.gpuhost.sglang.plugins.filter.gpu import FilterModule
 from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu.driver_repo import choose_branch, release_repository
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
 with open(os.path.join(ROOT, "roles/nvidia_driver/vars/main.yml")) as f:
     VARS = yaml.safe_load(f)
 RELEASES, BASE = VARS["nvidia_driver_repo_releases"], VARS["nvidia_driver_repo_base_url"]
