@@ -45,6 +45,11 @@ def collections_path(root=ROOT):
 
 
 COLLECTIONS = collections_path()
+# SGLang's model gateway (SMG) of the router fixture (tests/fixtures/router-wheelhouse.sh); NO_SMG is the reason to skip
+# a test that runs it, None when it is there
+ROUTER_VENV = os.environ.get("GPUHOST_ROUTER_VENV") or os.path.join(ROOT, ".cache", "router-venv")
+SMG = os.path.join(ROUTER_VENV, "bin", "smg")
+NO_SMG = None if os.access(SMG, os.X_OK) else "no smg at %s: run tests/fixtures/router-wheelhouse.sh (make fixtures)" % SMG
 
 
 def module_path(name):

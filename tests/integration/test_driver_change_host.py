@@ -48,7 +48,7 @@ TESTHOST = os.path.join(ROOT, "tests", "hosts", "testhost.py")
 WHEELHOUSE = os.path.join(ROOT, ".cache", "wheelhouse")
 MODELS = os.path.join(ROOT, ".cache", "tinymodel")
 REPO = os.path.join(ROOT, ".cache", "driver-change-apt-repo")
-SMG = os.path.join(os.environ.get("GPUHOST_ROUTER_VENV") or os.path.join(ROOT, ".cache", "router-venv"), "bin", "smg")
+SMG = harness.SMG
 ENV = dict(os.environ, GPUHOST_TESTHOST_TAG=os.environ.get("GPUHOST_TESTHOST_TAG", "dc"))
 NAME = "dchost"
 MODEL = "/var/lib/sglang/models/tiny"
@@ -59,8 +59,8 @@ HELD = ["libcuda1", "libnvidia-ml1", "nvidia-driver-cuda"]
 pytestmark = [pytest.mark.testhosts, pytest.mark.engine]
 if not (os.path.isdir(WHEELHOUSE) and os.path.isfile(os.path.join(MODELS, "good", "config.json"))):
     pytestmark.append(pytest.mark.skip(reason="fixtures missing: run tests/stages/20-fixtures.sh (make fixtures)"))
-elif not os.access(SMG, os.X_OK):
-    pytestmark.append(pytest.mark.skip(reason="no smg at %s: run tests/fixtures/router-wheelhouse.sh (make fixtures)" % SMG))
+elif harness.NO_SMG:
+    pytestmark.append(pytest.mark.skip(reason=harness.NO_SMG))
 
 
 def ssh(host, command, check=True):

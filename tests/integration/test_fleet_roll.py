@@ -47,14 +47,13 @@ from ansible_collections.gpuhost.sglang.tests import harness  # noqa: E402
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FILES = os.path.join(ROOT, "tests", "integration", "files", "fleet_roll")
 STANDIN = os.path.join(FILES, "standin_engine.py")
-VENV = os.environ.get("GPUHOST_ROUTER_VENV") or os.path.join(ROOT, ".cache", "router-venv")
-SMG = os.path.join(VENV, "bin", "smg")
+VENV, SMG = harness.ROUTER_VENV, harness.SMG
 HOSTS = ["w1", "w2"]
 START_DELAY = 2.0
 MODEL = "/var/lib/sglang/models/tiny"
 
-if not os.access(SMG, os.X_OK):
-    pytestmark = pytest.mark.skip(reason="no smg at %s: run tests/fixtures/router-wheelhouse.sh (make fixtures)" % SMG)
+if harness.NO_SMG:
+    pytestmark = pytest.mark.skip(reason=harness.NO_SMG)
 
 
 def overlay(tmp):

@@ -27,11 +27,10 @@ from ansible_collections.gpuhost.sglang.plugins.plugin_utils import fleet  # noq
 from ansible_collections.gpuhost.sglang.tests import harness  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-VENV = os.environ.get("GPUHOST_ROUTER_VENV") or os.path.join(ROOT, ".cache", "router-venv")
-SMG = os.path.join(VENV, "bin", "smg")
+VENV, SMG = harness.ROUTER_VENV, harness.SMG
 
-if not os.access(SMG, os.X_OK):
-    pytestmark = pytest.mark.skip(reason="no smg at %s: run tests/fixtures/router-wheelhouse.sh (make fixtures)" % SMG)
+if harness.NO_SMG:
+    pytestmark = pytest.mark.skip(reason=harness.NO_SMG)
 
 
 def module(name, **args):
