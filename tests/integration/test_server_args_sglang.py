@@ -192,13 +192,14 @@ def test_sm120_profile_and_its_fallbacks_pass_the_pinned_parser(family):
     from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
     sel = select_profile("12.0", family, PINNED, PROFILES)
     assert sel["options"]
-    # and every lesson a later candidate applies after a failure (CUDA graphs off, triton prefill after NaN)
-    for extra in [{}] + [fb["options"] for fb in sel["fallbacks"]] + [lesson["options"] for lesson in sel["lessons"]]:
-        opts = dict(sel["options"], **{"model-path": "/m", "tp-size": 8})
-        opts.update(extra)
-        out = run_module(opts)
-        assert not out.get("failed"), out.get("msg")
-        assert out["errors"] == [] and out["parser_warnings"] == []
+    # and every lesson a later candidate applies after a failure (CUDA graphs off, triton prefill after NaN); all of
+    # them in one parser import (option_sets: each set is parsed on its own, as one candidate's command line)
+    extras = [{}] + [fb["options"] for fb in sel["fallbacks"]] + [lesson["options"] for lesson in sel["lessons"]]
+    sets = [dict(sel["options"], **dict({"model-path": "/m", "tp-size": 8}, **extra)) for extra in extras]
+    out = run_module(None, option_sets=sets)
+    assert out["validated"] is True and len(out["results"]) == len(sets), out.get("msg")
+    assert [(extra, r["errors"], r["parser_warnings"]) for extra, r in zip(extras, out["results"])
+            if r["failed"] or r["errors"] or r["parser_warnings"]] == []
 
 
 @pytest.mark.parametrize("family", ["glm-dsa", "deepseek-dsa"])
