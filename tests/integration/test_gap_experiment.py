@@ -124,7 +124,9 @@ def test_the_gpu_sampler_averages_nvml_utilization_over_a_run(monkeypatch):
         "unavailable": "RuntimeError: Driver Not Loaded"}
 
 
-def test_gap_experiment_quick_plan_against_the_replay(tmp_path):
+def test_gap_experiment_smoke_plan_against_the_replay(tmp_path):
+    """The quick plan's shape (gap.PLANS["smoke"]: three levels, ours then the anchor at each) end to end against the
+    replay server: the restart, both arms, the server's counters, the client's CPU, the saved server records."""
     assert os.access(ENGINE_PY, os.X_OK) and os.path.isdir(MODEL), "stage 20 fixtures missing (engine venv, tiny model)"
     work, out = tmp_path / "w", tmp_path / "out"
     (work / "reqmetrics").mkdir(parents=True)
@@ -134,14 +136,14 @@ def test_gap_experiment_quick_plan_against_the_replay(tmp_path):
         (work / "reqmetrics" / "sglang-request-metrics-20261203_04.log").write_text(json.dumps(record(time.time())) + "\n")
         env = dict(os.environ, SGLANG_WORKDIR=str(work), PYTHONPATH=os.path.join(HERE, "files"))
         cmd = [ENGINE_PY, os.path.join(ROOT, "benchmarks", "gpu", "sglang", "gap.py"), "--base-url", url,
-               "--out", str(out), "--model-dir", MODEL, "--plan", "quick", "--anchor-module", "fake_bench_serving",
+               "--out", str(out), "--model-dir", MODEL, "--plan", "smoke", "--anchor-module", "fake_bench_serving",
                "--restart-cmd", "echo restarted"]
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         stdout, dummy = p.communicate(timeout=300)
     assert p.returncode == 0, stdout[-3000:]
     rows = [json.loads(line) for line in (out / "gap-raw.jsonl").read_text().splitlines()]
     runs = [(r["tool"], r["c"]) for r in rows if r["tool"] in ("ours", "anchor") and not r.get("warmup")]
-    assert runs == [("ours", 256), ("anchor", 256), ("ours", 16), ("anchor", 16), ("ours", 1), ("anchor", 1)]
+    assert runs == [("ours", 32), ("anchor", 32), ("ours", 16), ("anchor", 16), ("ours", 1), ("anchor", 1)]
     assert rows[0]["tool"] == "restart" and rows[0]["rc"] == 0 and "restarted" in rows[0]["output"]
     for r in rows:
         if r["tool"] in ("ours", "anchor"):
@@ -153,7 +155,7 @@ def test_gap_experiment_quick_plan_against_the_replay(tmp_path):
                 assert len(r["client_per_request"]) == r["num_prompts"]
     assert not [r for r in rows if r.get("server_reqs")]
     summary = (out / "gap-summary.txt").read_text()
-    assert "256 | 256 | ours" in summary and "1 | 8 | anchor" in summary
+    assert "32 | 32 | ours" in summary and "1 | 4 | anchor" in summary
     with lzma.open(str(out / "server-requests.jsonl.xz"), "rt") as f:
         saved = [json.loads(line) for line in f]
     assert len(saved) == 1 and "request_parameters" not in saved[0]
