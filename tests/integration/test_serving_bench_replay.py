@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 
 from fakeserver import fake_server, run_module  # pylint: disable=import-error
 
@@ -84,6 +85,8 @@ def test_usage_ten_times_the_stream_without_server_metrics_is_unverified_and_nev
     assert lvl["regression"]["status"] == "not_recorded" and "--enable-metrics" in lvl["regression"]["reason"]
     assert not [f for f in os.listdir(args["baseline_dir"]) if f.endswith(".json")] if os.path.isdir(
         args["baseline_dir"]) else True
-    row = [line for line in res["table"] if line.startswith("| 4 ")][0]
+    # the concurrency cell may carry a mark of its own ("4~", a first-window outlier: seen on a loaded CI-like
+    # machine), so the row is found by its leading number
+    row = [line for line in res["table"] if re.match(r"\| 4\b", line)][0]
     assert "?" in row.split("|")[2], row
     assert any("--enable-metrics" in str(w) for w in res.get("warnings", [])), res.get("warnings")
