@@ -54,7 +54,7 @@ class Ladder(object):
         if self.p["mode"] == "finalize":
             return type("Res", (), {"failed": False, "msg": "finalized", "out": {}})()
         index = int(self.p["run_id"].split("-")[1])
-        tps = SPEED[index] * (1 + 0.1 * self.p["concurrency"])
+        tps = SPEED.get(index, 105.0) * (1 + 0.1 * self.p["concurrency"])
         level = {"concurrency": self.p["concurrency"], "completed": 8, "output_throughput": tps, "total_throughput": 2 * tps,
                  "ttft_ms": {"p50": 10.0, "p99": 20.0}, "tpot_ms": {"p50": 5.0}, "itl_ms": {"p99": 6.0},
                  "e2e_ms": {"p99": 90.0}}
@@ -171,6 +171,21 @@ def test_interrupted_in_a_candidate_resumes_that_candidate_and_nothing_finished(
     assert needs == [("deploy-3", False), ("restore", None)]
     rows = dict((e["index"], e) for e in events(state) if e["event"] == "row")
     assert rows[3]["status"] == "ok" and res["report"]["winner"]["index"] == 1
+
+
+def test_crash_memory_carries_over_to_the_next_campaign_without_a_deploy(ladder, tmp_path):
+    """Candidate 3's startup failure (unsupported_arch, FA3) rules out the next campaign's candidate with the same
+    attention backend: a row naming the campaign, and the loop never asks the role to deploy it."""
+    state = str(tmp_path)
+    fa3 = dict(DOC, space={"attention-backend": ["fa3"]})
+    needs, _res, _act = play(state, fa3, {"deploy-1": FA3})
+    assert needs == [("deploy-1", False), ("restore", None)]
+    second = dict(DOC, name="second", space={"attention-backend": ["fa3"], "chunked-prefill-size": [512]})
+    needs, _res, _act = play(state, second, {})
+    rows = dict((e["index"], e) for e in events(state, "second") if e["event"] == "row")
+    assert rows[1]["status"] == "ruled_out" and rows[1]["ruled_out_by_campaign"] == "steps", rows[1]
+    assert "unsupported_arch of candidate 1" in rows[1]["message"] and "of campaign steps" in rows[1]["message"]
+    assert needs == [("deploy-2", False), ("restore", None)] and rows[2]["status"] == "ok"
 
 
 def test_a_broken_gpu_reading_is_a_clear_error_not_a_traceback(ladder, tmp_path):
