@@ -70,15 +70,9 @@ options:
     description: Write the Pareto plot.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: none
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuhost.sglang.attributes.check_mode_none
 """
 
 EXAMPLES = r"""
