@@ -34,3 +34,15 @@ attributes:
   platform:
     platforms: posix
 """
+
+    # Actions that run on the controller and do not support check mode, without a diff, on POSIX targets.
+    CHECK_MODE_NONE = r"""
+options: {}
+attributes:
+  check_mode:
+    support: none
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""

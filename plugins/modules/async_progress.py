@@ -43,13 +43,7 @@ options:
     default: 86400
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: none
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuhost.sglang.attributes.check_mode_none
 """
 
 EXAMPLES = r"""

@@ -13,8 +13,9 @@ module: tune_campaign
 short_description: State, crash memory and decision of a serving-flag tuning campaign (controller side)
 version_added: "0.2.0"
 description:
-  - The bookkeeping half of C(playbooks/tune.yml); the serving role restarts and gates each candidate and
-    M(gpuhost.sglang.serving_bench) measures it. Runs on the controller (C(delegate_to=localhost)).
+  - The bookkeeping of a tuning campaign. C(playbooks/tune.yml) calls it to plan; the campaign's loop
+    (M(gpuhost.sglang.tune_step), C(plugins/plugin_utils/tune_loop.py)) calls the other actions. Runs on the
+    controller (C(delegate_to=localhost)).
   - "O(action=plan): validates the campaign (a bad one fails naming the one wrong key, before anything starts) and
     expands its search space (strategies C(one_at_a_time), C(grid), C(tiers) as in sglang.auto_benchmark, capped
     by C(max_candidates)) into candidates, the base first; reports which already have a result (resume)."

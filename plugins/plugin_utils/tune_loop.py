@@ -1,26 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/tune.yml's campaign in one process, for a machine without systemd or Ansible, where a process
-launcher stands in for the unit's restart (the lent GPU machine: benchmarks/gpu/sglang/tune.py).
+"""The tuning campaign's one loop: plan, parser verdicts, next candidate, crash memory and resume (the tune_campaign
+module's ``run``: state, decision, table, Pareto plot), deploy through the gate, the bench ladder between two GPU
+health readings, the accuracy gate, the row, the decision against the measured noise, adoption or last-known-good.
 
-The same code as the playbook, step by step:
-  plan, begin, record, report   the tune_campaign module's ``run`` (campaign state, resume, crash memory, decision,
-                                table, Pareto plot) with the parameters the playbook passes
-  parser check                  the server_args module's probe and verdicts, run by the engine's interpreter
-                                (``EngineParser``): a candidate the engine's parser rejects is never started
-  render                        the parser check's argv: module_utils/serving/server_args.server_argv (what the
-                                server_argv filter renders) of the candidate over the profile and under the
-                                managed options, in tune_merge's order
-  restart, readiness, canary    the deploy transaction (plugin_utils/deploy.py) with ``LauncherHost``: exactly the
-                                rendered argv is started; readiness is /health plus the startup log classified by
-                                module_utils/serving/ready.py; the canary is serving_bench's probes (BenchRun)
-  bench ladder                  serving_bench's BenchRun, one level a call, as the playbook's loop does
-  accuracy gate                 the serving_accuracy module's steps (bench/accuracy.run_module) with the parameters
-                                tune_candidate.yml passes, after the ladder: the base measures last-known-good once
-                                (the checks any candidate needs), every other candidate is compared with it by its
-                                own checks; a failure is the row's status ``inaccurate`` (tune_campaign decides)
-Extra gates (an accuracy gate, say) plug in as ``gates``: callables run after the canary, before the ladder.
+Two callers run this same ``CampaignLoop``; they differ only in its effects (``deploy``, ``restore_lkg``,
+``gpu_health``):
+  playbooks/tune.yml            the tune_step action (plugins/action/tune_step.py, ``PlaybookLoop``): it runs the
+                                loop from the campaign's state until an effect needs the serving role (deploy a
+                                candidate or the winner, restore last-known-good), returns which, and its next call
+                                picks the loop up where the role's result lets it go on (playbooks/tasks/tune_step.yml)
+  benchmarks/gpu/sglang/tune.py the lent GPU machine (no systemd, no Ansible): the effects run in process, the deploy
+                                transaction (plugin_utils/deploy.py) over ``LauncherHost``, a process launcher in place
+                                of the unit, with the argv the engine's parser checked (``EngineParser``)
+Extra gates (callables run after the canary, before the ladder) plug in as ``gates``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -304,27 +298,32 @@ class LauncherHost(DeployHost):
 
 
 class CampaignLoop(object):
-    """One campaign through tune.yml's steps. ``doc``: the campaign (mapping or YAML path); ``command``: the
-    engine's command before its options (``[python, -m, sglang.launch_server]``); ``parser``: option sets ->
-    the server_args module's verdicts (``EngineParser``); ``managed``: the options the launcher owns (model path,
-    host, port...); ``gates``: callables ``gate(candidate=, base_url=, plan=)`` run after the canary, returning
-    None or a dict: with ``class`` (and ``message``) the candidate failed (its row has that class), without it
-    passed; a dict is also kept in the state as a ``gate`` event (an accuracy gate's scores); ``deadline``: a monotonic time after which no
-    candidate starts (the campaign is cut off there and resumes on the next run); ``estimate_s``: the time a
-    candidate is assumed to take before one has been measured."""
+    """One campaign. ``doc``: the campaign (mapping or YAML path), or ``plan``: a plan tune_campaign made already;
+    ``command``: the engine's command before its options (``[python, -m, sglang.launch_server]``); ``parser``:
+    option sets -> the server_args module's verdicts (``EngineParser``); ``managed``: the options the launcher owns
+    (model path, host, port...); ``gates``: callables ``gate(candidate=, base_url=, plan=)`` run after the canary,
+    returning None or a dict: with ``class`` (and ``message``) the candidate failed (its row has that class), without
+    it passed; a dict is also kept in the state as a ``gate`` event (an accuracy gate's scores); ``deadline``: a
+    monotonic time after which no candidate starts (the campaign is cut off there and resumes on the next run);
+    ``estimate_s``: the time a candidate is assumed to take before one has been measured; ``adopt``: overrides the
+    campaign's adopt.enabled (None: the campaign's). ``bench``: serving_bench options of every ladder level.
+
+    The control flow is ``run``, ``candidate`` and ``adopt``; the effects below them (``deploy``, ``put_back``,
+    ``gpu_health``, ``resuming``, ``started``) run in this process over ``host`` (a ``LauncherHost``), or, in the
+    playbook's ``PlaybookLoop``, are handed to the serving role."""
 
     def __init__(self, doc, state_dir, host, command, parser, base_url, managed=None, profile=None, gates=(),
                  bench=None, ready_timeout=600, deadline=None, estimate_s=120.0, restore=True, plots=True, say=None,
-                 meta=None):
-        self.doc, self.state_dir, self.host, self.command, self.parser = doc, state_dir, host, list(command), parser
+                 meta=None, plan=None, adopt=None, api_key=None):
+        self.doc, self.state_dir, self.host, self.command, self.parser = doc, state_dir, host, command, parser
         self.base_url = base_url.rstrip("/")
         self.managed, self.profile, self.gates = dict(managed or {}), dict(profile or {}), list(gates)
         self.bench = dict(bench or {})
         self.ready_timeout, self.deadline, self.estimate_s = ready_timeout, deadline, estimate_s
-        self.restore, self.plots = restore, plots
+        self.restore, self.plots, self.adopt_enabled, self.api_key = restore, plots, adopt, api_key
         self.say = say or print
         self.meta = dict(meta or {})
-        self.plan = None
+        self.plan = plan
         self.units = []
         self.taken = []
         self.cut_off = None
@@ -336,13 +335,6 @@ class CampaignLoop(object):
         p.update(params)
         return tune_campaign.run(p, False)
 
-    def spec(self, index, lkg_update):
-        cand = self.plan["candidates"][index]
-        return {"unit": UNIT, "unit_dir": self.host.workdir, "env_file": "", "lkg_dir": self.host.lkg_dir,
-                "health_url": self.base_url + "/health", "base_url": self.base_url, "ready_timeout": self.ready_timeout,
-                "candidates": [{"options": cand["options"], "argv": self.units[index][0], "unit_content": self.units[index][1]}],
-                "probes": True, "lkg_update": lkg_update, "meta": self.meta, "host": "launcher"}
-
     def left_s(self):
         return None if self.deadline is None else self.deadline - time.monotonic()
 
@@ -353,23 +345,27 @@ class CampaignLoop(object):
 
     # -- the campaign ---------------------------------------------------------------------------------------
     def run(self):
-        res = self.tune("plan", campaign=self.doc)
-        self.plan = res["plan"]
+        planned_here = self.plan is None
+        if planned_here:
+            res = self.tune("plan", campaign=self.doc)
+            self.plan = res["plan"]
+            self.say("campaign %s: %d candidates (base + %d); done before: %s; interrupted (run again): %s; state %s" % (
+                self.plan["name"], len(self.plan["candidates"]), len(self.plan["candidates"]) - 1,
+                sorted(d["index"] for d in res["done"]), res["interrupted"], res["state_file"]))
         cands = self.plan["candidates"]
-        self.say("campaign %s: %d candidates (base + %d); done before: %s; interrupted (run again): %s; state %s" % (
-            self.plan["name"], len(cands), len(cands) - 1, sorted(d["index"] for d in res["done"]), res["interrupted"],
-            res["state_file"]))
         verdicts = self.parser([merged(c["options"], self.profile, self.managed) for c in cands])
         self.meta.setdefault("engine_version", verdicts[0].get("engine_version"))
         for c, v in zip(cands, verdicts):
-            self.say("  %d %s: %s" % (c["index"], c["name"] or "base", ("REJECTED: " + v["msg"]) if v["failed"]
-                                      else "parser ok: " + " ".join(v["argv"])))
+            if planned_here:
+                self.say("  %d %s: %s" % (c["index"], c["name"] or "base", ("REJECTED: " + v["msg"]) if v["failed"]
+                                          else "parser ok: " + " ".join(v["argv"])))
         if verdicts[0]["failed"]:
             raise LoopError("the base configuration fails the engine's parser: %s" % verdicts[0]["msg"])
-        self.units = [(v["argv"], json.dumps({"command": self.command + v["argv"]}, sort_keys=True)) for v in verdicts]
+        self.units = [(v["argv"], json.dumps({"command": list(self.command or []) + v["argv"]}, sort_keys=True))
+                      for v in verdicts]
         for c, v in zip(cands, verdicts):
             if v["failed"]:
-                self.tune("record", index=c["index"], stage="rejected", parser=v)
+                self.tune("record", index=c["index"], stage="rejected", parser=v)  # kept when it has its row
         for c, v in zip(cands, verdicts):
             if v["failed"]:
                 continue
@@ -378,9 +374,10 @@ class CampaignLoop(object):
                     c["index"], self.left_s(), max(self.taken) if self.taken else self.estimate_s)
                 self.say(self.cut_off)
                 break
-            begin = self.tune("begin", index=c["index"])
+            begin = {"decision": "run"} if self.resuming(c["index"]) else self.tune("begin", index=c["index"])
             if begin["decision"] != "run":
-                self.say("candidate %d %s: %s %s" % (c["index"], c["name"], begin["decision"], begin.get("message") or ""))
+                if planned_here or begin["decision"] != "done":
+                    self.say("candidate %d %s: %s %s" % (c["index"], c["name"], begin["decision"], begin.get("message") or ""))
                 continue
             if not self.candidate(c) and c["index"] == 0:
                 break
@@ -389,7 +386,8 @@ class CampaignLoop(object):
             self.say(line)
         self.say(report["reason"])
         adopted = None
-        if report.get("winner") and self.plan["adopt"]["enabled"] and not self.cut_off:
+        enabled = self.plan["adopt"]["enabled"] if self.adopt_enabled is None else self.adopt_enabled
+        if report.get("winner") and enabled and not self.cut_off:
             adopted = self.adopt(report["winner"])
         restored = None if adopted and adopted["adopted"] else self.restore_lkg()
         return {"plan": self.plan, "report": report, "cut_off": self.cut_off, "restored": restored, "adopted": adopted}
@@ -400,48 +398,41 @@ class CampaignLoop(object):
         return {"plan": self.plan, "report": self.tune("report"), "cut_off": None, "restored": None}
 
     def adopt(self, winner):
-        """tune.yml's adoption: the winner through the deploy gate again (install, restart, readiness, the coherence
-        canary), recorded as last-known-good when it passes; when it fails, the transaction's own rollback puts
-        last-known-good back. Returns {adopted, index, message}."""
+        """The winner through the deploy gate again (install, restart, readiness, the coherence canary), recorded as
+        last-known-good when it passes; when it fails, the transaction's own rollback puts last-known-good back.
+        Returns {adopted, index, message}."""
         i = winner["index"]
         if self.out_of_time():
             msg = "winner %d not adopted: too little time left (run the campaign again to adopt it)" % i
             self.say(msg)
             return {"adopted": False, "index": i, "message": msg}
-        self.host.label = "[adopt] "
-        try:
-            res = DeployTransaction(self.host, self.spec(i, True)).run()
+        failure = self.deploy(i, True, "adopt-%d" % i)
+        if failure is None:
             self.tune("adopted", index=i)
-            msg = "winner %d %s adopted as last-known-good: %s" % (i, winner.get("name"), res["gate_result"])
-            ok = True
-        except DeployFailed as exc:
-            msg, ok = "winner %d not adopted: %s" % (i, str(exc)[:600]), False
+            msg, ok = "winner %d %s adopted as last-known-good" % (i, winner.get("name")), True
+        else:
+            msg, ok = "winner %d not adopted: %s" % (i, failure["message"][:600]), False
         self.say(msg)
         return {"adopted": ok, "index": i, "message": msg}
 
     def restore_lkg(self):
-        """tune.yml's Restore: last-known-good serves again (no restart when it serves already)."""
-        if not self.restore or not self.host.inspect()["lkg"]:
+        """Last-known-good serves again (no restart when it serves already)."""
+        if not self.restore:
             return None
         if self.out_of_time():
             self.say("last-known-good not restored: too little time left")
             return None
-        self.host.label = "[restore] "
-        try:
-            return DeployTransaction(self.host, self.spec(0, False)).restore_only()["gate_result"]
-        except DeployFailed as exc:
-            return str(exc)
+        return self.put_back()
 
     def candidate(self, cand):
-        """Deploy (not as last-known-good, except the base), gates, ladder, row. Returns whether it was benched."""
+        """Deploy (not as last-known-good, except the base), gates, the ladder between two GPU health readings, the
+        accuracy gate, the row. Returns whether it was benched."""
         i = cand["index"]
-        t0 = time.monotonic()
-        self.host.label = "[%d %s] " % (i, cand["name"] or "base")
-        try:
-            DeployTransaction(self.host, self.spec(i, i == 0)).run()
-        except DeployFailed as exc:
-            failed = [a for a in exc.result["attempts"] if a["outcome"] == "failed"]
-            self.finish(cand, t0, stage="gate_failed", failure=failed[-1] if failed else None, note=str(exc)[:600])
+        t0 = self.started(i)
+        failure = self.deploy(i, i == 0, "deploy-%d" % i)
+        if failure is not None:
+            self.finish(cand, t0, stage="gate_failed" if failure.get("failure") else "error",
+                        failure=failure.get("failure"), note=failure["message"][:600])
             return False
         for gate in self.gates:
             res = gate(candidate=cand, base_url=self.base_url, plan=self.plan) or {}
@@ -451,18 +442,30 @@ class CampaignLoop(object):
             if res.get("class"):
                 self.finish(cand, t0, stage="gate_failed", failure=res, note=res.get("message", ""))
                 return False
-        levels = [self.level(cand, conc) for conc in self.plan["workload"]["concurrency"]]
-        self.finish(cand, t0, stage="benched", levels=levels, accuracy=self.accuracy(cand))
+        before = self.gpu_health("before")
+        levels = [self.level(cand, conc, before) for conc in self.plan["workload"]["concurrency"]]
+        after = self.gpu_health("after")
+        if after is not None:  # the ladder's run marked when its GPUs degraded (the row says so below)
+            BenchRun(bench_params(base_url=self.base_url, mode="finalize", gpu_health_after=after,
+                                  report_dir=self.bench_dir(), run_id=self.run_id(cand))).execute()
+        self.finish(cand, t0, stage="benched", levels=levels, accuracy=self.accuracy(cand), gpu_health=before,
+                    gpu_health_after=after)
         return True
 
     def accuracy_dir(self):
         return os.path.join(self.state_dir, self.plan["name"])
 
+    def bench_dir(self):
+        return os.path.join(self.state_dir, self.plan["name"], "bench")
+
+    def run_id(self, cand):
+        return "%s-%d-%s" % (self.plan["name"], cand["index"], cand["id"])
+
     def accuracy(self, cand):
-        """tune_candidate.yml's two serving_accuracy tasks: the base measures last-known-good into
-        accuracy-lkg.json (the checks any candidate needs), every other candidate is compared with it by its own
-        checks. Returns the module's result for the row, or None (gate off, or no check needed). What the row
-        leaves out (per-item answers, greedy texts, which outputs differ) goes to accuracy-<index>-<id>.json."""
+        """The accuracy gate (serving_accuracy's steps): the base measures last-known-good into accuracy-lkg.json (the
+        checks any candidate needs), every other candidate is compared with it by its own checks. Returns the
+        module's result for the row, or None (gate off, or no check needed). What the row leaves out (per-item
+        answers, greedy texts, which outputs differ) goes to accuracy-<index>-<id>.json."""
         acc, i = self.plan["accuracy"], cand["index"]
         checks = acc["lkg_checks"] if i == 0 else cand["accuracy_checks"]
         if not acc["enabled"] or not checks:
@@ -470,7 +473,7 @@ class CampaignLoop(object):
         keys = ("api", "concurrency", "limit", "greedy_prompts", "alpha", "margin", "greedy_margin", "greedy_metric")
         p = dict((k, acc[k]) for k in keys)
         p.update(action="measure" if i == 0 else "gate", base_url=self.base_url, checks=checks, delta=cand["delta"],
-                 lkg_file=os.path.join(self.accuracy_dir(), "accuracy-lkg.json"), model=None, api_key=None,
+                 lkg_file=os.path.join(self.accuracy_dir(), "accuracy-lkg.json"), model=None, api_key=self.api_key,
                  timeout=120.0, fail_on_gate=False)
         path = os.path.join(self.accuracy_dir(), "accuracy-%d-%s.json" % (i, cand["id"]))
 
@@ -488,19 +491,65 @@ class CampaignLoop(object):
         return res
 
     def finish(self, cand, t0, **record):
-        took = time.monotonic() - t0
+        took = time.time() - t0
         self.taken.append(took)
+        record = dict((k, v) for k, v in record.items() if v is not None)
         row = self.tune("record", index=cand["index"], duration_s=took, **record)["row"]
         self.say("candidate %d %s: %s %s %s (%.0f s)" % (cand["index"], cand["name"] or "base", row["status"],
                                                          row.get("class") or "", (row.get("message") or "")[:300], took))
 
-    def level(self, cand, conc):
+    def level(self, cand, conc, gpu_health=None):
         w = self.plan["workload"]
         params = dict(self.bench, base_url=self.base_url, api=w["api"], concurrency=conc, num_prompts=w.get("num_prompts"),
                       input_len=w["input_len"], output_len=w["output_len"], trials=w["trials"],
-                      warmup=w["warmup"], run_probes=False, plots=False,
-                      report_dir=os.path.join(self.state_dir, self.plan["name"], "bench"),
-                      run_id="%s-%d-%s" % (self.plan["name"], cand["index"], cand["id"]))
+                      warmup=w["warmup"], run_probes=False, plots=False, report_dir=self.bench_dir(),
+                      run_id=self.run_id(cand))
+        if self.api_key:
+            params["api_key"] = self.api_key
+        if gpu_health is not None:
+            params["gpu_health"] = gpu_health
         res = BenchRun(bench_params(**params)).execute()
         self.say("  c=%d: %s" % (conc, res.msg))
         return dict(res.out, failed=res.failed, msg=res.msg)
+
+    # -- the effects: in this process over the launcher host -------------------------------------------------
+    def spec(self, index, lkg_update):
+        cand = self.plan["candidates"][index]
+        return {"unit": UNIT, "unit_dir": self.host.workdir, "env_file": "", "lkg_dir": self.host.lkg_dir,
+                "health_url": self.base_url + "/health", "base_url": self.base_url, "ready_timeout": self.ready_timeout,
+                "candidates": [{"options": cand["options"], "argv": self.units[index][0], "unit_content": self.units[index][1]}],
+                "probes": True, "lkg_update": lkg_update, "meta": self.meta, "host": "launcher"}
+
+    def deploy(self, index, lkg_update, key):
+        """Candidate ``index`` through the deploy gate (``key``: deploy-<index>, or adopt-<index> for the winner).
+        Returns None when it passed, else {failure: the failed attempt's row or None, message}."""
+        cand = self.plan["candidates"][index]
+        self.host.label = "[adopt] " if key.startswith("adopt") else "[%d %s] " % (index, cand["name"] or "base")
+        try:
+            DeployTransaction(self.host, self.spec(index, lkg_update)).run()
+        except DeployFailed as exc:
+            failed = [a for a in exc.result["attempts"] if a["outcome"] == "failed"]
+            return {"failure": failed[-1] if failed else None, "message": str(exc)}
+        return None
+
+    def put_back(self):
+        """The deploy transaction's restore of last-known-good; its gate line, or None without a record."""
+        if not self.host.inspect()["lkg"]:
+            return None
+        self.host.label = "[restore] "
+        try:
+            return DeployTransaction(self.host, self.spec(0, False)).restore_only()["gate_result"]
+        except DeployFailed as exc:
+            return str(exc)
+
+    def gpu_health(self, when):
+        """GPU health read ``before`` or ``after`` the ladder: the launcher reads none."""
+        return None
+
+    def resuming(self, index):
+        """Whether this process picks up a candidate that an earlier call began (never, in one process)."""
+        return False
+
+    def started(self, index):
+        """When the candidate began (its row's duration)."""
+        return time.time()

@@ -306,8 +306,10 @@ def test_results_table_and_plot(host):
 @pytest.mark.long
 def test_adoption_the_winner_becomes_last_known_good_and_deploy_is_unchanged(host, tmp_path):
     """A base that is honestly worse (a batch cap of 16 tokens per step: a 32-token prompt takes two steps and eight
-    streams share 16 tokens a step) against the inventory's 2048: the candidate wins by more than the noise on every
-    default gate metric, is adopted through the serving role, and deploy.yml with the snippet is changed=0."""
+    streams share 16 tokens a step) against the inventory's 2048: the candidate wins by more than the noise on output
+    throughput and TTFT p99, is adopted through the serving role, and deploy.yml with the snippet is changed=0. TPOT
+    p50 is no gate metric here: eight streams decoding in one batch take longer per token than the base's trickle
+    (measured worse by 89.8% and 227.4%, 2026-12-05, which made the default gates refuse the winner)."""
     with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "sglang_servers.yml")) as fh:
         inventory_options = yaml.safe_load(fh)["sglang_options"]
     slow = dict(inventory_options, **{"cb-max-batch-tokens": 16})
@@ -320,7 +322,8 @@ def test_adoption_the_winner_becomes_last_known_good_and_deploy_is_unchanged(hos
         doc = yaml.safe_load(f)
     doc.update(name="sandbox-cpu-adopt", space={"cb-max-batch-tokens": [inventory_options["cb-max-batch-tokens"]]},
                max_candidates=1)
-    doc["adopt"] = {"enabled": False, "min_improvement": 0.1}  # the default gate metrics; -e tune_adopt=true adopts
+    # -e tune_adopt=true adopts
+    doc["adopt"] = {"enabled": False, "min_improvement": 0.1, "gate_metrics": ["output_throughput", "ttft_ms.p99"]}
     campaign.write_text(yaml.safe_dump(doc))
     t0 = time.time()
     rc, out, _c = playbook(host, "tune.yml", {"campaign": str(campaign), "tune_adopt": True}, inventories=[str(base_inv)])

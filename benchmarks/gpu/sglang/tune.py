@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """playbooks/tune.yml's campaign against the real SGLang on the lent H200 machine (no systemd, no Ansible there):
-plugins/plugin_utils/tune_loop.py with a process launcher in place of the unit. It starts its own servers
+tune.yml's own loop (plugins/plugin_utils/tune_loop.py CampaignLoop), its deploys and restores over a process
+launcher in place of the unit instead of the serving role. It starts its own servers
 (device.sh start is not needed); the bundle must be unpacked (device.sh tune does that).
     OUT=DIR bash benchmarks/gpu/sglang/device.sh tune [--restage STATE.tgz] campaigns/h200-tiny-a.yml [...]
 Campaigns run in order, sharing one state directory (crash memory carries from one to the next). No candidate

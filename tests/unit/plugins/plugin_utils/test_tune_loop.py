@@ -4,8 +4,9 @@
 """The tune loop end to end against a stand-in engine (tests/harness/fake_engine: the parser the server_args probe
 reads, and a launch_server that replays the real 0.5.17's recorded failures or becomes the fake server): the
 parser's rejection, the real fa3 startup failure classified, a winner over the base, the report files, a campaign
-cut off (between candidates, and killed in the middle of one) and resumed, crash memory carried to the next
-campaign, last-known-good serving at the end."""
+cut off (between candidates, and killed in the middle of one) and resumed, last-known-good serving at the end.
+The loop's control flow without an engine (crash memory across campaigns, adoption or restore, resume through the
+playbook's steps): tests/unit/plugins/action/test_tune_step.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -124,31 +125,7 @@ def test_the_winner_is_adopted_through_the_deploy_gate_or_last_known_good_stays(
     res = loop.adopt({"index": 3, "name": "attention-backend=fa3"})  # fails to start: rolled back
     assert res["adopted"] is False and "winner 3 not adopted" in res["message"], res
     assert host.inspect()["lkg"]["argv"] == loop.units[1][0] and health(loop) == 200
-    # run() with adoption enabled and a winner in the report: adopt is called with it, restore is not
-    seen = []
-    loop2, host2, lines2 = engine(dict(FIRST, adopt={"enabled": True, "min_improvement": 0.05, "max_regression": 0.5}))
-    real_tune = loop2.tune
-
-    def tune_with_a_winner(action, **kw):
-        res = real_tune(action, **kw)
-        return dict(res, winner={"index": 1, "name": "x"}) if action == "report" else res
-
-    loop2.tune = tune_with_a_winner
-    loop2.adopt = lambda winner: seen.append(winner["index"]) or {"adopted": True, "index": winner["index"]}
-    out2 = loop2.run()
-    assert seen == [1] and out2["adopted"]["adopted"] is True and out2["restored"] is None
-
-
-def test_crash_memory_carries_over_to_the_next_campaign(engine, tmp_path):
-    engine(FIRST)[0].run()
-    second = campaign("second", {"attention-backend": ["fa3"], "schedule-conservativeness": [0.5]})
-    loop, host, lines = engine(second)
-    loop.run()
-    r = rows(tmp_path, "second")
-    assert r[1]["status"] == "ruled_out" and r[1]["ruled_out_by_campaign"] == "first"
-    assert "unsupported_arch of candidate 3" in r[1]["message"] and "of campaign first" in r[1]["message"]
-    assert r[2]["status"] == "ok"
-    assert not any("fa3" in c for c in started(host))
+    # run() adopting a winner instead of restoring: tests/unit/plugins/action/test_tune_step.py (the same loop)
 
 
 def test_cut_off_between_candidates_resumes_where_it_stopped(engine, tmp_path):
