@@ -219,13 +219,11 @@ def test_one_loop_the_action_changes_only_the_loops_effects():
 def walk(node):
     if isinstance(node, list):
         for x in node:
-            for t in walk(x):
-                yield t
+            yield from walk(x)
     elif isinstance(node, dict):
         yield node
         for key in ("tasks", "block", "rescue", "always"):
-            for t in walk(node.get(key) or []):
-                yield t
+            yield from walk(node.get(key) or [])
 
 
 def test_the_documented_options_are_the_actions():
