@@ -93,12 +93,12 @@ def main():
         removed = not module.check_mode
         if removed:
             os.unlink(p["path"])
-        module.fail_json(
-            msg="%s=%s: the repository key %s%s %s; apt was not told to trust it%s. Set %s to the fingerprint of the "
-                "key this repository is really signed with (hex, 40 characters for an OpenPGP v4 key), or point the "
-                "key URL at the right key." % (p["fingerprint_var"], p["fingerprint"] or '""', p["path"], where, problem,
-                                              " and it was removed" if removed else "", p["fingerprint_var"]),
-            fingerprint=actual, checked=bool(expected), changed=removed)
+        msg = ("%s=%s: the repository key %s%s %s; apt was not told to trust it%s. Set %s to the fingerprint of the "
+               "key this repository is really signed with (hex, 40 characters for an OpenPGP v4 key), or point the "
+               "key URL at the right key.")
+        module.fail_json(msg=msg % (p["fingerprint_var"], p["fingerprint"] or '""', p["path"], where, problem,
+                                    " and it was removed" if removed else "", p["fingerprint_var"]),
+                         fingerprint=actual, checked=bool(expected), changed=removed)
     module.exit_json(changed=False, checked=bool(expected), fingerprint=actual)
 
 

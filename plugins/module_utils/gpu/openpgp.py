@@ -56,7 +56,7 @@ def dearmor(data):
     try:
         return base64.b64decode("".join(body), validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise NotAKey("bad ASCII armor: %s" % exc)
+        raise NotAKey("bad ASCII armor: %s" % exc) from exc
 
 
 def packets(data):
@@ -102,8 +102,8 @@ def primary_fingerprint(data):
             if body[:1] == b"\x06":
                 return hashlib.sha256(b"\x9b" + struct.pack(">I", len(body)) + body).hexdigest().upper()
             raise NotAKey("public key packet version %d is not supported" % body[0])
-    except IndexError:
-        raise NotAKey("truncated packet")
+    except IndexError as exc:
+        raise NotAKey("truncated packet") from exc
     raise NotAKey("no public key packet")
 
 
