@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A Proxmox VE 9 box rebuilt from nothing to serving by rebuild.yml, last-known-good brought back, on test hosts.
+"""A Proxmox VE 9 (and 8) box rebuilt from nothing to serving by rebuild.yml, last-known-good brought back, on test hosts.
 
 The layout: the node is a Debian 13 (trixie) test host made into a fake Proxmox VE 9 host (tests/fixtures/pve-standins:
-pveversion 9.0, stand-in NVIDIA and distribution repositories, no network); the serving container CT 210 is a Debian 12
+pveversion 9.0, stand-in NVIDIA and distribution repositories, no network), or for Proxmox VE 8 a Debian 12 one
+(pveversion 8.3, NVIDIA's debian12 layout and key, branch 580); the serving container CT 210 is a Debian 12
 test host reachable by SSH whose root is the node's /var/lib/gpuhost-standin/ct/210/rootfs (the stand-in pct creates
 the container there, lists its libraries and runs its nvidia-smi in it, as pct exec does). Proxmox VE 9 still offers the
 debian-12-standard template (docs/rebuild.md), and the CPU engine's wheelhouse is built for Debian 12's Python 3.11.
@@ -83,14 +84,22 @@ def ssh_ok(host, command):
     return out.stdout
 
 
-def standin_repos(tmp):
-    """NVIDIA's debian13/x86_64 layout holding the stand-in packages (570, 580, 590) with the stand-in key as
-    8793F200.pub (armored, as NVIDIA publishes it), and Debian 12's python3 packages as a flat repository."""
-    nv = tmp / "nvidia" / "debian13" / "x86_64"
+# per Proxmox VE major: the node's test-host environment, NVIDIA's repository and key file for its Debian release
+# (roles/nvidia_driver/vars/main.yml nvidia_driver_repo_releases) and the branch a Blackwell node must get there
+MAJORS = {
+    "9": {"env": ENV_TRIXIE, "codename": "trixie", "distro": "debian13", "key_file": "8793F200.pub", "branch": "590"},
+    "8": {"env": ENV, "codename": "bookworm", "distro": "debian12", "key_file": "3bf863cc.pub", "branch": "580"},
+}
+
+
+def standin_repos(tmp, major):
+    """NVIDIA's <distro>/x86_64 layout holding the stand-in packages (570, 580, 590) with the stand-in key named like
+    NVIDIA's key file (armored, as NVIDIA publishes it), and Debian 12's packages as a flat repository."""
+    nv = tmp / "nvidia" / major["distro"] / "x86_64"
     shutil.copytree(os.path.join(NVIDIA_REPO, "repo"), str(nv))
     keyring = os.path.join(NVIDIA_REPO, "repo", "gpuhost-test-archive.gpg")
     armored = run(["gpg", "--batch", "--no-default-keyring", "--keyring", keyring, "--export", "--armor"]).stdout
-    (nv / "8793F200.pub").write_text(armored)
+    (nv / major["key_file"]).write_text(armored)
     fpr = [line.split(":")[9] for line in run(["gpg", "--batch", "--show-keys", "--with-colons", keyring]).stdout.splitlines()
            if line.startswith("fpr:")][0]
     py = tmp / "debian"
@@ -126,7 +135,7 @@ def inventory(tmp, node, ct, fpr, copy):
             "proxmox_host_boot_time_command": "cat /var/lib/gpuhost-standin/boot_id",
             "proxmox_host_nvidia_modprobe": "/usr/local/sbin/nvidia-modprobe", "proxmox_host_load_modules": False,
             "proxmox_host_reboot_timeout": 120,
-            # NVIDIA's layout (debian13/x86_64/8793F200.pub) from the stand-in: the release's data picks repository,
+            # NVIDIA's layout (debian13/x86_64/8793F200.pub on PVE 9) from the stand-in: the release's data picks repository,
             # key file and branch; the stand-in key is not NVIDIA's, so its own fingerprint is the expected one
             "nvidia_driver_repo_key_fingerprint": fpr,
             "nvidia_driver_kernel_modules": "open", "nvidia_driver_sysfs_root": SYSROOT,
@@ -146,7 +155,7 @@ def inventory(tmp, node, ct, fpr, copy):
 
 
 def make_node(node):
-    """The fake Proxmox VE 9 node: stand-ins, GPUs by PCI ID, freshly reinstalled (no NVIDIA module loaded)."""
+    """The fake Proxmox VE node: stand-ins, GPUs by PCI ID, freshly reinstalled (no NVIDIA module loaded)."""
     ssh_ok(node, "bash /opt/pve-standins/make-fake-pve.sh --cpu intel --bootloader grub >/dev/null && "
                  "rm -f %s/proc/driver/nvidia/version" % SYSROOT)
     for bdf, vendor, device, cls in PCI:
@@ -159,22 +168,32 @@ def destroy(name, env):
     subprocess.run([sys.executable, role.TESTHOST, "destroy", name], env=env, check=False, capture_output=True)
 
 
-def test_a_pve9_box_rebuilt_from_nothing_serves_its_last_known_good(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("pve9")
-    # GPUHOST_REBUILD_LKG_COPY: a controller copy an earlier run of this test kept (with -s it prints where): the old
-    # box's deploy is not repeated (debugging the rebuild)
-    copy = os.environ.get("GPUHOST_REBUILD_LKG_COPY") or str(tmp / "controller-lkg")
-    nvidia, python_repo, fpr = standin_repos(tmp)
-    try:
-        # the box before: a deploy that saved its last-known-good on the controller
-        if not os.path.isfile(os.path.join(copy, "meta.json")):
+@pytest.fixture(scope="module")
+def controller_copy(tmp_path_factory):
+    """The box before: a deploy that saved its last-known-good on the controller (once for both majors: a rebuild
+    whose deploy fails saves nothing). GPUHOST_REBUILD_LKG_COPY: a copy an earlier run kept (with -s it prints where),
+    the deploy is then not repeated (debugging the rebuild)."""
+    copy = os.environ.get("GPUHOST_REBUILD_LKG_COPY") or str(tmp_path_factory.mktemp("controller") / "lkg")
+    if not os.path.isfile(os.path.join(copy, "meta.json")):
+        try:
             old = rebuild.new_host(tmp_path_factory, copy)
             rc, out, _secs = rebuild.play(old, "deploy.yml")
             assert rc == 0 and os.path.isfile(os.path.join(copy, "meta.json")), out[-3000:]
+        finally:
             destroy(rebuild.NAME, ENV)
-            print("controller copy of last-known-good: %s" % copy)
-        # reinstalled: an empty Debian 12 container root without python3, on an empty Debian 13 node
-        for name, env in ((NODE, ENV_TRIXIE), (CT, ENV)):
+        print("controller copy of last-known-good: %s" % copy)
+    return copy
+
+
+@pytest.mark.parametrize("pve", ["9", "8"])
+def test_a_proxmox_box_rebuilt_from_nothing_serves_its_last_known_good(tmp_path_factory, controller_copy, pve):
+    major = MAJORS[pve]
+    tmp = tmp_path_factory.mktemp("pve" + pve)
+    copy = controller_copy
+    nvidia, python_repo, fpr = standin_repos(tmp, major)
+    try:
+        # reinstalled: an empty Debian 12 container root without python3, on an empty node
+        for name, env in ((NODE, major["env"]), (CT, ENV)):
             destroy(name, env)
         run([sys.executable, role.TESTHOST, "prepare"], ENV)
         ct = create(CT, ENV, [(role.WHEELHOUSE, "/opt/wheelhouse", True), (os.path.join(NVIDIA_REPO, "repo"), "/srv/nvidia-apt-repo", True),
@@ -183,11 +202,11 @@ def test_a_pve9_box_rebuilt_from_nothing_serves_its_last_known_good(tmp_path_fac
                    ">/etc/apt/sources.list.d/debian-standin.sources && "
                    "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q %s >/dev/null && ! command -v python3"
                    % " ".join(PYTHON_PACKAGES))
-        node = create(NODE, ENV_TRIXIE, [
+        node = create(NODE, major["env"], [
             (STANDINS, "/opt/pve-standins", True), (nvidia, "/srv/nvidia-repos", True),
             (os.path.join(NVIDIA_REPO, "distro"), "/srv/distro-apt-repo", True),
             (os.path.join(STATE_BASE, TAG, CT, "merged"), "/var/lib/gpuhost-standin/ct/210/rootfs", False)])
-        assert "trixie" in ssh_ok(node, ". /etc/os-release; echo $VERSION_CODENAME")
+        assert major["codename"] in ssh_ok(node, ". /etc/os-release; echo $VERSION_CODENAME")
         subprocess.run(["scp", *role.SSH_OPTS, "-i", node["identity_file"], DISTRO_SOURCES,
                         "root@%s:/etc/apt/sources.list.d/" % node["address"]], check=True, capture_output=True)
         make_node(node)
@@ -204,8 +223,8 @@ def test_a_pve9_box_rebuilt_from_nothing_serves_its_last_known_good(tmp_path_fac
         secs = time.monotonic() - start
         out = " ".join((proc.stdout + proc.stderr).split())
         (tmp / "rebuild.log").write_text(proc.stdout + proc.stderr)
-        print("rebuild.yml, PVE 9 layout, from nothing to serving (first candidate failing): %.1f s; log %s"
-              % (secs, tmp / "rebuild.log"))
+        print("rebuild.yml, PVE %s layout, from nothing to serving (first candidate failing): %.1f s; log %s"
+              % (pve, secs, tmp / "rebuild.log"))
         # the raw bootstrap installed python3 (changed), before the first module ran in the container
         assert re.search(r"python3 in the container before the first module [^\]]*\] \*+ changed: \[%s\]" % CT, out), out[-3000:]
         assert "last-known-good restored from %s" % copy in out, out[-3000:]
@@ -213,12 +232,14 @@ def test_a_pve9_box_rebuilt_from_nothing_serves_its_last_known_good(tmp_path_fac
         assert role.ROLLED_BACK in out, out[-3000:]
         role.assert_lkg_serving(ct)
         ssh_ok(ct, "python3 -c 'import apt, venv'")
-        # the node runs the 590 branch NVIDIA's debian13 repository carries, the container its exact userspace
-        assert re.search(r"Kernel Module for x86_64\s+590\.", ssh_ok(node, "cat %s/proc/driver/nvidia/version" % SYSROOT)), out[-3000:]
+        # the node runs the release's branch (590: the only one NVIDIA's debian13 repository carries), the container
+        # its exact userspace
+        version = ssh_ok(node, "cat %s/proc/driver/nvidia/version" % SYSROOT)
+        assert re.search(r"Kernel Module for x86_64\s+%s\." % major["branch"], version), version
         assert "Signed-By: /usr/share/keyrings/gpuhost-nvidia-cuda.asc" in ssh_ok(
             node, "cat /etc/apt/sources.list.d/gpuhost-nvidia-cuda.sources")
-        assert "pve-manager/9." in ssh_ok(node, "pveversion")
-        assert ssh_ok(node, "pct exec 210 -- nvidia-smi --query-gpu=driver_version --format=csv,noheader").startswith("590.")
+        assert "pve-manager/%s." % pve in ssh_ok(node, "pveversion")
+        assert ssh_ok(node, "pct exec 210 -- nvidia-smi --query-gpu=driver_version --format=csv,noheader").startswith(major["branch"] + ".")
     finally:
-        for name, env in ((NODE, ENV_TRIXIE), (CT, ENV), (rebuild.NAME, ENV)):
+        for name, env in ((NODE, major["env"]), (CT, ENV)):
             destroy(name, env)
