@@ -35,7 +35,7 @@ done
 # its budget and a run over the goal or the limit print a warning in the summary; the result stays the stages'
 # (machines differ by up to 2x in speed). GPUHOST_BUDGETS names another file.
 budgets_file=${GPUHOST_BUDGETS:-tests/stages/budgets}
-goal=2100; limit=5400
+goal=1200; limit=5400
 declare -A budget=() secs=()
 if [ -f "$budgets_file" ]; then
   while read -r key value _rest; do
