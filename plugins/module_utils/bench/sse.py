@@ -164,7 +164,8 @@ def _uniform_run(body, s, end, api, logprobs):
         return None
     texts = rx.findall(body, a, j)
     joined = b"".join(texts)
-    if b"\\" in joined or b"\n" in joined or prefix + (suffix + b"\n\n" + prefix).join(texts) + suffix != body[a:j]:
+    if b"\\" in joined or b"\n" in joined or (
+            (suffix + b"\n\n" + prefix).join(texts) != body[ts:j - len(suffix)] or not body.endswith(suffix, a, j)):
         return None
     try:
         text = joined.decode("utf-8")
