@@ -102,7 +102,8 @@ def _raw_groups(body, marks, api=None, logprobs=False):
         if run is None:
             _range_group(body, t, s, end, groups)
             continue
-        _range_group(body, t, s, run.first_end, groups)
+        if run.first_end is not None:
+            _range_group(body, t, s, run.first_end, groups)
         groups.append((t, -1, -1, run))
         if run.rest_start < end:
             _range_group(body, t, run.rest_start, end, groups)
@@ -134,7 +135,8 @@ def _uniform_run(body, s, end, api, logprobs):
     ``[DONE]``: at most 8 looked at). Its texts come from the fast path's regex, and the run is taken only when it is
     exactly P + t1 + S + separator + P + t2 + S ... rebuilt from them, with no backslash or newline in any text;
     else None (the caller parses the range as before). The first event (up to ``first_end``) and the events after
-    the run (from ``rest_start``) are parsed as before."""
+    the run (from ``rest_start``) are parsed as before; ``first_end`` is None when the first event has the run's shape
+    and starts it."""
     f0 = body.find(b"\n\n", s, end)
     if f0 < 0:
         return None
@@ -162,10 +164,14 @@ def _uniform_run(body, s, end, api, logprobs):
         j = k - 2
     else:
         return None
+    # the first event joins the run when it has its shape too (SGLang's completions; chat's first delta differs)
+    if body.startswith(prefix, s) and body.endswith(suffix, s, f0) and body.find(b'"', s + len(prefix), f0 - len(suffix)) < 0:
+        a, f0 = s, None
     texts = rx.findall(body, a, j)
     joined = b"".join(texts)
     if b"\\" in joined or b"\n" in joined or (
-            (suffix + b"\n\n" + prefix).join(texts) != body[ts:j - len(suffix)] or not body.endswith(suffix, a, j)):
+            (suffix + b"\n\n" + prefix).join(texts) != body[a + len(prefix):j - len(suffix)] or
+            not body.endswith(suffix, a, j)):
         return None
     try:
         text = joined.decode("utf-8")
