@@ -71,12 +71,26 @@ def _lf(body, marks):
     return body.replace(b"\r\n", b"\n"), out
 
 
-def _raw_groups(body, marks):
+def _range_group(body, t, s, end, groups):
+    """Append the group of the events in ``body[s:end]`` (see :func:`_raw_groups`)."""
+    # plain stream: every newline of the range is one of the separators' two, so no event had another line
+    if body.startswith(b"data: ", s):
+        seps = body.count(PLAIN_SEP, s, end)
+        if body.count(b"\n", s, end) == 2 * seps:
+            groups.append((t, s, end, seps + 1))
+            return
+    payloads = [x for x in (_event_payload(e) for e in body[s:end].split(b"\n\n") if e) if x is not None]
+    if payloads:
+        groups.append((t, s, end, payloads))
+
+
+def _raw_groups(body, marks, api=None, logprobs=False):
     """``(t, start, end, payloads)`` per read that completed events: ``body[start:end]`` holds those events without
     their last separator; ``payloads`` is the number of events when every event is exactly ``data: <payload>``
     (what SGLang, vLLM and transformers send: :func:`parse_body` then works on ranges of ``body`` itself, without a
-    bytes object per event or per read), else the list of ``data:`` payloads. Returns ``(groups, tail)``;
-    ``tail`` is an incomplete last event."""
+    bytes object per event or per read), else the list of ``data:`` payloads. With ``api``, a long run of events
+    that differ in their text alone comes as one ``(t, -1, -1, Run)`` group (:func:`_uniform_run`) between the groups
+    of the events before and after it. Returns ``(groups, tail)``; ``tail`` is an incomplete last event."""
     groups = []
     start = 0
     for t, mark in marks:
@@ -84,22 +98,93 @@ def _raw_groups(body, marks):
         if end < 0:
             continue
         s, start = start, end + 2
-        # plain stream: every newline of the range is one of the separators' two, so no event had another line
-        if body.startswith(b"data: ", s):
-            seps = body.count(PLAIN_SEP, s, end)
-            if body.count(b"\n", s, end) == 2 * seps:
-                groups.append((t, s, end, seps + 1))
-                continue
-        payloads = [x for x in (_event_payload(e) for e in body[s:end].split(b"\n\n") if e) if x is not None]
-        if payloads:
-            groups.append((t, s, end, payloads))
+        run = _uniform_run(body, s, end, api, logprobs) if api is not None and end - s >= UNIFORM_MIN else None
+        if run is None:
+            _range_group(body, t, s, end, groups)
+            continue
+        if run.first_end is not None:
+            _range_group(body, t, s, run.first_end, groups)
+        groups.append((t, -1, -1, run))
+        if run.rest_start < end:
+            _range_group(body, t, run.rest_start, end, groups)
     return groups, body[start:].strip()
 
 
-def _groups(body, marks):
+# A read that brings many events (a whole response on a fast link): their text is cut out with one split instead of
+# two counts and a regex pass over the read.
+UNIFORM_MIN = 2048
+
+
+class Run:
+    """Plain content events that differ in their text alone: ``text`` (str), ``events``, ``nonempty``; the first
+    event of the read ends at ``first_end``, the events after the run start at ``rest_start``."""
+
+    __slots__ = ("text", "events", "nonempty", "first_end", "rest_start")
+
+    def __init__(self, text, events, nonempty, first_end, rest_start):
+        self.text, self.events, self.nonempty = text, events, nonempty
+        self.first_end, self.rest_start = first_end, rest_start
+
+
+def _uniform_run(body, s, end, api, logprobs):
+    """The run of events that starts with the second event of ``body[s:end]`` and repeats it but for the text, or None.
+
+    The second event must be a single ``data:`` line with one text key (the fast path's regex), none of the markers
+    that need the full decoder and no backslash; its bytes before the text are the prefix P, after it the suffix S.
+    The run ends before the last events that are not P, a text without a double quote, and S (a finish reason, usage,
+    ``[DONE]``: at most 8 looked at). Its texts come from the fast path's regex, and the run is taken only when it is
+    exactly P + t1 + S + separator + P + t2 + S ... rebuilt from them, with no backslash or newline in any text;
+    else None (the caller parses the range as before). The first event (up to ``first_end``) and the events after
+    the run (from ``rest_start``) are parsed as before; ``first_end`` is None when the first event has the run's shape
+    and starts it."""
+    f0 = body.find(b"\n\n", s, end)
+    if f0 < 0:
+        return None
+    a = f0 + 2
+    e1 = body.find(b"\n\n", a, end)
+    if e1 < 0 or not body.startswith(b"data: ", a) or body.find(b"\n", a, e1) >= 0 or body.find(b"\\", a, e1) >= 0:
+        return None
+    if _has(body, a, e1, _SLOW_MARKERS) or (api == "chat" and _has(body, a, e1, _REASONING_MARKERS)) or (
+            logprobs and _has(body, a, e1, _LOGPROB_MARKERS)):
+        return None
+    rx = _PLAIN_RX[api]
+    m = rx.search(body, a, e1)
+    if m is None or rx.search(body, m.end(), e1) is not None:
+        return None
+    ts, te = m.span(1)
+    prefix, suffix = body[a:ts], body[te:e1]
+    j = end
+    for dummy in range(8):  # the last event of the run
+        k = body.rfind(b"\n\n", e1, j) + 2
+        if k < 2:
+            return None
+        if body.startswith(prefix, k) and body.endswith(suffix, k, j) and (
+                body.find(b'"', k + len(prefix), j - len(suffix)) < 0):
+            break
+        j = k - 2
+    else:
+        return None
+    # the first event joins the run when it has its shape too (SGLang's completions; chat's first delta differs)
+    if body.startswith(prefix, s) and body.endswith(suffix, s, f0) and body.find(b'"', s + len(prefix), f0 - len(suffix)) < 0:
+        a, f0 = s, None
+    texts = rx.findall(body, a, j)
+    joined = b"".join(texts)
+    if b"\\" in joined or b"\n" in joined or (
+            (suffix + b"\n\n" + prefix).join(texts) != body[a + len(prefix):j - len(suffix)] or
+            not body.endswith(suffix, a, j)):
+        return None
+    try:
+        text = joined.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    n = len(texts)
+    return Run(text, n, n - texts.count(b""), f0, j + 2)
+
+
+def _groups(body, marks, api=None, logprobs=False):
     if b"\r" in body:
         body, marks = _lf(body, marks)
-    return body, _raw_groups(body, marks)
+    return body, _raw_groups(body, marks, api, logprobs)
 
 
 def split_groups(reads):
@@ -228,7 +313,7 @@ def parse_body(body, marks, api="completions", logprobs=False):
     decoder.
     """
     api = "chat" if api == "chat" else "completions"
-    body, (raw, tail) = _groups(body, marks)
+    body, (raw, tail) = _groups(body, marks, api, logprobs)
     done = False
     chunk_times = []
     pieces = []
@@ -237,6 +322,13 @@ def parse_body(body, marks, api="completions", logprobs=False):
     for t, s, e, payloads in raw:
         if done:
             raise SSEError("data after [DONE]")
+        if isinstance(payloads, Run):
+            state["events"] += payloads.events
+            state["empty"] += payloads.events - payloads.nonempty
+            if payloads.nonempty:
+                chunk_times.extend([t] * payloads.nonempty)
+                pieces.append(payloads.text)
+            continue
         head = None  # (bytes, start, end, count): the events for the fast path
         if isinstance(payloads, int):
             # plain events: cut them on the body itself; the last three (finish_reason, usage, [DONE]) are split

@@ -142,3 +142,34 @@ def test_fast_repetition_and_control_checks_agree_with_the_plain_rule(seed):
     if want is not None:
         assert c.repetition_flag(text) is want, text
     assert ("control_chars" in c.detect(text)) is bool(re.search(u"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", text))
+
+
+def _repetition_reference(text, min_words=16, coverage=0.6, tail_words=64):
+    """The repetition check's definition written plainly (word lists compared, every period counted)."""
+    words = re.findall(r"\w+", text[-tail_words * 12:].lower(), re.U)[-tail_words:]
+    n = len(words)
+    if n < min_words:
+        return None  # the character-loop branch: not what this compares
+    max_period = min(16, n // 4)
+    for p in range(1, max_period + 1):
+        same = sum(1 for i in range(n - p) if words[i] == words[i + p])
+        if same >= coverage * n - max_period and same >= 3 * p:
+            return True
+    return False
+
+
+def test_ascii_word_split_and_period_masks_agree_with_the_plain_definition():
+    rnd = random.Random(7)
+    alphabet = "ab_Z9 .,;:!?'\"-\t\n\r\x0b\x0c()[]{}/\\"
+    for dummy in range(300):
+        s = "".join(rnd.choice(alphabet) for dummy in range(rnd.randint(0, 80)))
+        assert c._ascii_words(s) == re.findall(rb"\w+", s.encode("ascii"))
+    vocab = ["alpha", "bravo", "charlie", "delta", "echo", "Alpha", "x_1", "42"]
+    for dummy in range(400):
+        k = rnd.randint(1, len(vocab))
+        n = rnd.randint(16, 90)
+        period = rnd.randint(1, 18)
+        loop = [rnd.choice(vocab[:k]) for dummy in range(period)]
+        words = [loop[i % period] if rnd.random() < 0.8 else rnd.choice(vocab) for i in range(n)]
+        text = rnd.choice([" ", ", ", ". "]).join(words)
+        assert c.repetition_flag(text) == _repetition_reference(text), text
