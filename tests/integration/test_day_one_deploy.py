@@ -83,7 +83,8 @@ def ssh(host, command, check=True):
 def host(tmp_path_factory):
     subprocess.run([sys.executable, TESTHOST, "prepare"], env=ENV, check=True, capture_output=True)
     proc = subprocess.run([sys.executable, TESTHOST, "create", NAME, "--bind-ro", PARSER_VENV + ":" + PARSER_VENV,
-                           "--bind-ro", ENGINE_VENV + ":" + ENGINE_VENV, "--bind-ro", BOXES + ":/srv/gpu-boxes"], env=ENV, check=True, capture_output=True, text=True)
+                           "--bind-ro", ENGINE_VENV + ":" + ENGINE_VENV, "--bind-ro", BOXES + ":/srv/gpu-boxes"],
+                          env=ENV, check=True, capture_output=True, text=True)
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     try:
         # the engine venv at the role's path: the parser venv's packages (a .pth), the replaying pynvml, the stamp
