@@ -155,6 +155,13 @@ findings:
   returned: always
   type: list
   elements: dict
+targets:
+  description: The CUDA targets of O(gpu_archs) (arch-specific where NVIDIA has one); the kernel is built for each
+    when the plan has the nvcc compiler.
+  returned: always
+  type: list
+  elements: str
+  sample: [sm_120a]
 probe:
   description: What the venv's interpreter reported (include dir, extension suffix, distribution versions).
   returned: always
@@ -209,12 +216,12 @@ def main():
             "cuda_packages": p["cuda_packages"], "cubin_packages": p["cubin_packages"], "cuda_home": p["cuda_home"]})
         if p["driver_check"]:
             cuda_compat.validate_rules(p["driver_rules"])
-        toolchain.cuda_targets(p["gpu_archs"])
+        targets = [t[0] for t in toolchain.cuda_targets(p["gpu_archs"])]
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     torch = {"version": probe["dists"].get("torch"), "cuda": plan["cuda_version"], "cuda_source": plan["cuda_source"]}
     result = dict(changed=False, torch=torch, plan=plan, cuda_home=plan["cuda_home"], probe=probe, findings=[],
-                  checked=False)
+                  checked=False, targets=targets)
     # auto: the check in the same call when the plan installs nothing (a no-op deploy: one round trip, one probe)
     if p["stage"] == "plan" or (p["stage"] == "auto" and (plan["apt_packages"] or plan["pip_packages"])):
         module.exit_json(**result)

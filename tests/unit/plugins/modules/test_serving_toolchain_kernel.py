@@ -83,6 +83,7 @@ def test_missing_fp8_header_fails(capsys, box):
 def test_blackwell_and_no_gpu(capsys, box):
     code, out = run(capsys, args_for(box, gpu_archs=["sm_120"], environment={"PATH": box["path"], "FAKE_GPU_CC": "12.0"}))
     assert code == 0 and kernels(out)["CUDA kernel sm_120a"]["ok"], out.get("msg")
+    assert out["targets"] == ["sm_120a"]
     # no GPU in the unit's environment: the kernel cannot run, and the proof says so
     code, out = run(capsys, args_for(box, environment={"PATH": box["path"]}))
     assert code == 1 and "did not run on a cc 9.0 GPU" in out["msg"] and "cuInit failed" in out["msg"]
