@@ -42,7 +42,8 @@ options:
     description:
       - PCI device-ID ranges to architecture names, used to name the architecture of NVIDIA GPUs found on
         the PCI bus without a driver (C(pci_gpus)). Each entry has hex C(start), C(end) and C(arch).
-      - The nvidia_driver role passes its C(nvidia_driver_pci_arch_table).
+      - Empty (the default, and what the roles pass) uses the collection's own table of NVIDIA device IDs with their
+        sources (C(plugins/module_utils/gpu/pci_arch.py)); a non-empty list replaces it.
     type: list
     elements: dict
     default: []

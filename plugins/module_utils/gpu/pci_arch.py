@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA GPUs from PCI IDs (sysfs), for hosts where the driver is not installed yet.
 
-The device-ID -> architecture table is data (roles/nvidia_driver/vars/main.yml ``nvidia_driver_pci_arch_table``)
-passed in as ``table``: a list of ``{"start": "0x2b80", "end": "0x2bff", "arch": "Blackwell"}``.
+The device-ID -> architecture table is data, and there is one: PCI_GPU_TABLE below (the roles pass none; a caller may
+pass its own ``table``: a list of ``{"start": "0x2b80", "end": "0x2bff", "arch": "Blackwell"}``).
 Stdlib only; no imports from the collection.
 """
 
@@ -25,7 +25,8 @@ NVSWITCH_CLASS = 0x0680
 # section: chip names per device ID, e.g. "2bb5 GB202GL [RTX PRO 6000 Blackwell Server Edition]", "2335 GH100
 # [H200 SXM 141GB]"); NVIDIA's "CUDA GPU Compute Capability" table (developer.nvidia.com/cuda-gpus: RTX PRO 6000
 # Blackwell and GeForce RTX 50 12.0, B200 10.0, B300 10.3, H100/H200 9.0, L40S/L4 8.9, A10/A6000 8.6, A100 8.0).
-# The same chip ranges as roles/nvidia_driver/vars/main.yml nvidia_driver_pci_arch_table (which has no capability).
+# The only device-ID table of the collection (gpu_facts uses it when no pci_arch_table is passed; the nvidia_driver
+# role passes none: tests/unit/plugins/module_utils/gpu/test_pci_arch.py holds the roles to that).
 # Unverified: that every device of 0x2b00-0x2fff is SM120 (GB10/DGX Spark is 12.1; its device ID was not found) and
 # the B300 range; where wrong, sglang_gpu_arch overrides.
 PCI_GPU_TABLE = (

@@ -17,9 +17,26 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
 
 @pytest.fixture(scope="module")
 def table():
-    """The role's own data file: the table the role passes to gpu_facts."""
-    with open(os.path.join(ROOT, "roles", "nvidia_driver", "vars", "main.yml")) as fh:
-        return yaml.safe_load(fh)["nvidia_driver_pci_arch_table"]
+    """The collection's one device-ID table (what gpu_facts uses when given none)."""
+    return [dict(start=r["start"], end=r["end"], arch=r["arch"]) for r in pa.PCI_GPU_TABLE]
+
+
+def test_one_device_id_table_no_role_keeps_its_own():
+    """Two tables drift: no role's vars or defaults carry a device-ID table, and no task passes one to gpu_facts."""
+    found = []
+    for role in sorted(os.listdir(os.path.join(ROOT, "roles"))):
+        for sub in ("vars", "defaults", "tasks"):
+            d = os.path.join(ROOT, "roles", role, sub)
+            for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                with open(os.path.join(d, name)) as fh:
+                    doc = yaml.safe_load(fh)
+                for task in doc if isinstance(doc, list) else []:
+                    if "pci_arch_table" in (task.get("gpuhost.sglang.gpu_facts") or {}):
+                        found.append("%s/%s/%s: %s" % (role, sub, name, task.get("name")))
+                if isinstance(doc, dict):
+                    found += ["%s/%s/%s: %s" % (role, sub, name, k) for k, v in doc.items()
+                              if isinstance(v, list) and v and isinstance(v[0], dict) and {"start", "end", "arch"} <= set(v[0])]
+    assert found == []
 
 
 @pytest.mark.parametrize("device,arch", [
