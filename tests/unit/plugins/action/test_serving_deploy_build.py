@@ -21,7 +21,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins import loader as plugin_loader
 from ansible.template import Templar
 
-from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import ActionModule
+from ansible_collections.gpuhost.sglang.plugins.action.serving_deploy import ActionModule, check_args
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import systemd_exec
 from ansible_collections.gpuhost.sglang.tests import harness
 from ansible_collections.gpuhost.sglang.tests.harness.fake_deploy_host import FakeHost, unit_text
@@ -43,7 +43,8 @@ def setup(tmp_path):
     return str(exe), str(template)
 
 
-def run(setup, all_ok, **over):
+def make(setup, phase="all", **over):
+    """The action over the stand-in parser and the template lookup; ``calls`` collects its module calls."""
     python, template = setup
     build = {"profile": {"options": {"tp-size": 2}}, "options": {"enable-dsa-fused-indexer": False},
              "fallback_chain": [{"mem-fraction-static": 0.8}], "managed": {"model-path": "/m"}, "prefix": PREFIX,
@@ -52,7 +53,9 @@ def run(setup, all_ok, **over):
     build.update(over)
     args = {"unit": "sglang.service", "env_file": "/etc/sglang/sglang.env", "env_content": "HOME=/var/lib/sglang\n",
             "lkg_dir": "/etc/sglang/last-known-good", "health_url": "http://127.0.0.1:30000/health",
-            "base_url": "http://127.0.0.1:30000", "canary_python": "/usr/bin/python3", "build": build}
+            "base_url": "http://127.0.0.1:30000", "canary_python": "/usr/bin/python3", "build": build, "phase": phase}
+    if phase != "all":
+        args["replica"] = {"rank": 0, "nnodes": 2, "head_address": "10.0.0.1", "dist_port": 5000, "state_file": "/r.json"}
     loader = DataLoader()
     task = mock.MagicMock(args=args, async_val=0, check_mode=False, diff=False)
     # the template lookup itself (its short name: this process has no collection loader for ansible.builtin.*)
@@ -69,6 +72,11 @@ def run(setup, all_ok, **over):
         return answer
 
     act._execute_module = execute
+    return act, calls, args
+
+
+def run(setup, all_ok, **over):
+    act, calls, _args = make(setup, **over)
     host = FakeHost()
     host.inventory_name = "box"
     host.serve(unit_text("old"))
@@ -101,3 +109,14 @@ def test_a_refused_option_fails_before_the_host_is_touched(setup):
     with pytest.raises(AnsibleActionFail, match=r"1 of 2 option sets have problems: set 1: .*--tp-sise is unknown") as info:
         run(setup, all_ok=True, fallback_chain=[{"tp-sise": 1}])
     assert [r["failed"] for r in info.value.result["results"]] == [False, True]
+
+
+def test_a_replica_builds_the_configuration_alone_and_parses_it_in_its_first_phase_only(setup):
+    """The same candidate in every phase (its unit rendered each time), the parser imported once, in prepare."""
+    built = []
+    for phase in ("prepare", "stop", "restart"):
+        act, calls, args = make(setup, phase=phase)
+        a = check_args(dict(args))
+        built.append(act._build_candidates(a, {"unit_name": "rank", "all_ok": True}))
+        assert [len(m[1]["option_sets"]) for m in calls] == ([1] if phase == "prepare" else [])
+    assert built[0] == built[1] == built[2] and len(built[0]) == 1 and built[0][0]["options"] == {}
