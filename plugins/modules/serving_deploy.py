@@ -59,8 +59,8 @@ options:
     description:
       - The configurations in order, the first being the configuration itself. Each a mapping with C(options)
         (shown in messages), C(argv) (the full command line, recorded) and C(unit_content) (the rendered unit file).
-      - An entry with C(position) and C(learned) (a list of failure classes; the role's
-        C(gpuhost.sglang.sglang_learned_chain) filter makes them) is candidate C(position) as it runs after earlier
+      - An entry with C(position) and C(learned) (a list of failure classes; O(build) and the
+        C(gpuhost.sglang.sglang_learned_chain) filter make them) is candidate C(position) as it runs after earlier
         candidates failed with those classes (its own change plus what each class taught, C(lessons) names it).
         A later candidate runs the entry for the classes seen so far; one whose command line already failed in this
         run is skipped. Each position's entry with C(learned=[]) comes first.
