@@ -17,6 +17,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils import candidates as builder
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy_host import ReplicaHost
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.deploy import (
     REPLICA_PHASES, DeployFailed, DeployTransaction, ReplicaRank, group_candidates)
@@ -28,13 +29,13 @@ ARGS = {
     "health_url": str, "base_url": str, "ready_timeout": int, "probes": bool, "canary": dict, "canary_python": str,
     "lkg_update": bool, "retry_failed": bool, "meta": dict, "install_dir": str, "timeout_start_sec_min": int,
     "api_key": str, "restore": bool, "phase": str, "replica": dict, "peers": list, "interrupted": bool,
-    "accuracy": dict, "noop_canary": bool,
+    "accuracy": dict, "noop_canary": bool, "build": dict, "render_only": bool,
 }
 REQUIRED = ("unit", "env_file", "lkg_dir", "health_url", "base_url", "canary_python")
 DEFAULTS = {"unit_dir": "/etc/systemd/system", "ready_timeout": 1800, "probes": True, "canary": {}, "lkg_update": True,
             "retry_failed": False, "meta": {}, "install_dir": "", "timeout_start_sec_min": 300, "api_key": "",
             "restore": False, "candidates": [], "env_content": None, "phase": "all", "replica": {}, "peers": [],
-            "interrupted": False, "accuracy": {}, "noop_canary": False}
+            "interrupted": False, "accuracy": {}, "noop_canary": False, "build": None, "render_only": False}
 ACCURACY_CHECKS = ("score", "greedy")  # bench/accuracy.py CHECKS
 REPLICA_KEYS = ("rank", "nnodes", "head_address", "dist_port", "state_file")
 
@@ -120,10 +121,13 @@ def check_args(args):
                                     "accuracy={} there (sglang_accuracy_gate=false)" % out["phase"])
     if out["restore"]:
         return out
-    try:
-        out["candidates"] = group_candidates(out["candidates"])
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise AnsibleActionFail("serving_deploy: candidates: %s" % exc)
+    if out["build"] is not None:
+        if out["candidates"]:
+            raise AnsibleActionFail("serving_deploy: candidates and build are mutually exclusive: build makes the candidates")
+        try:
+            out["build"] = builder.check_build(out["build"])
+        except builder.BuildError as exc:
+            raise AnsibleActionFail("serving_deploy: %s" % exc)
     if out["phase"] != "all":
         if out["phase"] not in REPLICA_PHASES:
             raise AnsibleActionFail("serving_deploy: phase=%r: allowed values all, %s" % (
@@ -132,18 +136,29 @@ def check_args(args):
         if missing:
             raise AnsibleActionFail("serving_deploy: phase=%s needs replica with %s (missing %s)" % (
                 out["phase"], ", ".join(REPLICA_KEYS), ", ".join(missing)))
-        if len(out["candidates"]) > 1:
-            raise AnsibleActionFail("serving_deploy: a multi-node replica deploys one candidate, got %d" % len(out["candidates"]))
     if out["env_content"] is None:
         raise AnsibleActionFail("serving_deploy: env_content is required (the environment file's content)")
-    if not out["candidates"]:
-        raise AnsibleActionFail("serving_deploy: candidates is empty: at least the configuration itself is needed")
-    for i, cand in enumerate(out["candidates"]):
-        if not isinstance(cand, dict) or not isinstance(cand.get("argv"), list) or not isinstance(cand.get("unit_content"), str):
-            raise AnsibleActionFail("serving_deploy: candidates[%d] must be a mapping with argv (a list) and unit_content (a string)" % i)
     if out["ready_timeout"] < 1:
         raise AnsibleActionFail("serving_deploy: ready_timeout=%d is out of range: allowed an integer >= 1" % out["ready_timeout"])
+    if out["build"] is None:
+        out["candidates"] = check_candidates(out["candidates"], out["phase"])
     return out
+
+
+def check_candidates(flat, phase):
+    """The flat candidate list (given, or made from build) as the transaction takes it (deploy.py group_candidates)."""
+    try:
+        grouped = group_candidates(flat)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise AnsibleActionFail("serving_deploy: candidates: %s" % exc)
+    if phase != "all" and len(grouped) > 1:
+        raise AnsibleActionFail("serving_deploy: a multi-node replica deploys one candidate, got %d" % len(grouped))
+    if not grouped:
+        raise AnsibleActionFail("serving_deploy: candidates is empty: at least the configuration itself is needed")
+    for i, cand in enumerate(flat):
+        if not isinstance(cand, dict) or not isinstance(cand.get("argv"), list) or not isinstance(cand.get("unit_content"), str):
+            raise AnsibleActionFail("serving_deploy: candidates[%d] must be a mapping with argv (a list) and unit_content (a string)" % i)
+    return grouped
 
 
 class ModuleHost(ReplicaHost):
@@ -300,6 +315,15 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         a = check_args(dict(self._task.args))
+        if a["build"] is not None:
+            flat = self._build_candidates(a, task_vars or {})
+            if a["render_only"]:
+                result.update(changed=False, candidates=[dict(c, command_line=builder.command_line(a["build"], c))
+                                                         for c in flat])
+                return result
+            a["candidates"] = check_candidates(flat, a["phase"])
+        elif a["render_only"]:
+            raise AnsibleActionFail("serving_deploy: render_only needs build (the candidates' inputs)")
         host = self._deploy_host(task_vars or {}, a)
         spec = dict(a, check_mode=bool(self._task.check_mode), host=host.inventory_name)
         if a["phase"] != "all":
@@ -321,6 +345,40 @@ class ActionModule(ActionBase):
         if self._task.diff and diffs:
             result["diff"] = diffs
         return result
+
+    def _build_candidates(self, a, task_vars):
+        """The candidates from the role's inputs (plugins/plugin_utils/candidates.py): every option set through the
+        engine's parser in one server_args call (a replica: in its first phase only), each unit file from the role's
+        template with ExecStart from the very argv the parser checked."""
+        b = a["build"]
+        try:
+            entries = builder.plan(b, one=a["phase"] != "all")
+            if a["phase"] in ("all", "prepare") and builder.needs_parser(b, entries):
+                self._parse(b, entries, task_vars)
+            return builder.finish(b, entries, lambda exec_start: self._render_unit(b["unit_template"], exec_start, task_vars))
+        except builder.BuildError as exc:
+            raise AnsibleActionFail("serving_deploy: %s" % exc)
+
+    def _parse(self, b, entries, task_vars):
+        """One server_args call for every option set; its refusal fails the task before anything on the host changes."""
+        start = time.monotonic()
+        res = self._execute_module(module_name="gpuhost.sglang.server_args", module_args=builder.parser_args(b, entries),
+                                   task_vars=task_vars)
+        display.vv("%s: server_args, %d option sets: %.2f s" % (
+            task_vars.get("inventory_hostname", ""), len(entries), time.monotonic() - start))
+        try:
+            warnings = builder.check_parsed(b, entries, res)
+        except builder.BuildError as exc:
+            raise AnsibleActionFail("serving_deploy: %s" % exc, result=dict(
+                (k, res[k]) for k in ("errors", "results", "engine_version") if k in res))
+        for w in warnings:
+            display.warning("candidate %s: --%s: %s" % (w.get("set"), w.get("option"), w.get("warning")))
+
+    def _render_unit(self, template, exec_start, task_vars):
+        """The role's unit template, as the template lookup renders it (the task's variables, ExecStart given)."""
+        lookup = self._shared_loader_obj.lookup_loader.get("ansible.builtin.template", loader=self._loader,
+                                                           templar=self._templar)
+        return lookup.run([template], variables=task_vars, template_vars={"sglang_exec_start": exec_start})[0]
 
     def _deploy_host(self, task_vars, a):
         """The host the transaction drives: through modules (a test stands a fake one in here)."""

@@ -9,8 +9,8 @@ shell_quote      argv list -> POSIX shell string (display only)
 sglang_profile   (gpu arch, model family, engine version, profile data[, overrides]) -> options dict
 sglang_profile_details  same arguments -> {options, evidence, environment, matched, notes, fallbacks, arch, ...}
 sglang_candidates  (profile fallbacks, host fallback chain, host options) -> the ordered candidate option mappings
-sglang_option_sets (candidates, profile options, host options, managed options) -> each candidate's options as the
-                   engine gets them (profile < sglang_options < candidate < managed)
+sglang_option_sets (candidates, profile options, host options, managed options[, default options]) -> each candidate's
+                   options as the engine gets them (defaults < profile < sglang_options < candidate < managed)
 sglang_exposure    (listen address, port, engine's public path prefixes, api key set[, supported]) -> {warning, ...}
 sglang_fallback_budget  (candidates, ready timeout, budget, last-known-good record, chain) -> {worst_case_seconds, line, error}
 sglang_learned_chain  (candidates, profile lessons, host options, host lessons) -> every option set the chain can run
@@ -92,9 +92,9 @@ def sglang_learned_chain(candidates, lessons=None, host_options=None, host_lesso
         raise AnsibleFilterError(str(exc))
 
 
-def sglang_option_sets(candidates, profile_options=None, host_options=None, managed_options=None):
+def sglang_option_sets(candidates, profile_options=None, host_options=None, managed_options=None, default_options=None):
     try:
-        return profiles.option_sets(candidates, profile_options, host_options, managed_options)
+        return profiles.option_sets(candidates, profile_options, host_options, managed_options, default_options)
     except profiles.ProfileError as exc:
         raise AnsibleFilterError(str(exc))
 

@@ -48,6 +48,14 @@ options:
       - The task fails when any set has a problem; RV(results) says which.
     type: list
     elements: dict
+  negatable:
+    description:
+      - The options rendered as C(--no-x) when C(false) (the caller's flag data for this engine version, as
+        C(roles/sglang/vars/flags.yml) C(negatable) lists them), so that RV(argv) is exactly the caller's rendering.
+      - The parser then checks those C(--no-x) flags, and an option set to C(false) that the parser can negate but the
+        list lacks is an error (problem C(negation)). Without it, the parser's own negatable options are used.
+    type: list
+    elements: str
   renames:
     description:
       - "Renamed options as data: a list of C({old, new, since, until, evidence}) (C(since) inclusive, C(until) exclusive),
@@ -131,7 +139,7 @@ engine_version:
   type: str
 errors:
   description:
-    - One entry per problem. C(problem) is one of unknown, renamed, abbreviation, invalid_choice, invalid_value, removed, missing.
+    - One entry per problem. C(problem) is one of unknown, renamed, abbreviation, invalid_choice, invalid_value, removed, missing, negation.
     - C(replacement) names the option to use instead; C(choices) lists the valid values; C(text) is the human message.
   returned: always
   type: list
@@ -168,7 +176,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.sglang.plugins.module_utils.serving.server_args import (
     OptionsError, PROBE_SOURCE, classify, flag_rules, normalize_name, reverse_renames, server_argv, shell_quote, split_argv,
-    suggested_argv)
+    suggested_argv, negation_error)
 
 
 class ProbeFailure(Exception):
@@ -206,16 +214,18 @@ def _prepare(options):
     return opts, split_argv(server_argv(plain))
 
 
-def _verdict(options, opts, chunks, ans, meta, rules):
-    """The result fields of one option set from the parser's answer."""
+def _verdict(options, opts, chunks, ans, meta, rules, given=None):
+    """The result fields of one option set from the parser's answer; ``given``: the caller's negatable names."""
     known = meta["options"]
-    negatable = [o[2:] for o, m in known.items() if m.get("negatable") and not o.startswith("--no-")]
+    parser_negatable = [o[2:] for o, m in known.items() if m.get("negatable") and not o.startswith("--no-")]
+    negatable = parser_negatable if given is None else [normalize_name(n, "negatable") for n in given]
     argv = server_argv(options, negatable=negatable)
     renames, removed = rules
     # Names whose value is false/null are checked for existence too (a typo must not vanish silently).
     parsed = list(ans["parsed"])
     chunks = list(chunks)
     argv_chunks = list(chunks)
+    missed = []
     for name in sorted(k for k, v in opts.items() if v is None or v is False):
         flag = "--" + name
         if flag not in known:
@@ -223,9 +233,13 @@ def _verdict(options, opts, chunks, ans, meta, rules):
             parsed.append({"ok": False, "unknown": [flag]})
         elif name in negatable and opts[name] is False:
             chunks.append(["--no-" + name])
-            parsed.append({"ok": True, "warnings": []})
+            # the caller's data can name a negation this parser lacks: then --no-x is unknown to it
+            parsed.append({"ok": True, "warnings": []} if name in parser_negatable else {"ok": False, "unknown": ["--no-" + name]})
             argv_chunks.append(chunks[-1])
+        elif name in parser_negatable and opts[name] is False:
+            missed.append(negation_error(name))
     errors, warnings, verdicts = classify(chunks, parsed, meta, renames, removed)
+    errors.extend(missed)
     whole = ans.get("whole", {})
     if not errors and not whole.get("ok", True):
         errors.append({"option": "(whole command line)", "problem": "invalid_value", "text": whole.get("error") or str(whole.get("unknown")),
@@ -248,6 +262,7 @@ def main():
             engine=dict(type="str", choices=["sglang", "transformers", "smg"], default="sglang"),
             options=dict(type="dict"),
             option_sets=dict(type="list", elements="dict"),
+            negatable=dict(type="list", elements="str"),
             renames=dict(type="raw", default=[]),
             removed=dict(type="list", elements="dict", default=[]),
             expected_version=dict(type="str"),
@@ -282,7 +297,7 @@ def main():
             result["reason"] = "cannot introspect the transformers serve CLI: %s" % exc
             if many:   # each set's argv rendered all the same, unvalidated (as for one set)
                 result["results"] = [dict(argv=a, command_line=shell_quote(a), validated=False, failed=False)
-                                     for a in (server_argv(o) for o in sets)]
+                                     for a in (server_argv(o, p["negatable"] or ()) for o in sets)]
             module.exit_json(**result)
         module.fail_json(msg="cannot build the %s parser with %s: %s" % (p["engine"], p["python"], exc), **result)
 
@@ -295,7 +310,8 @@ def main():
             renames.setdefault(new_name, entry)
     except OptionsError as exc:
         module.fail_json(msg=str(exc), **result)
-    checked = [_verdict(o, opts, chunks, ans, meta, (renames, removed)) for o, (opts, chunks), ans in zip(sets, prepared, answers[1:])]
+    checked = [_verdict(o, opts, chunks, ans, meta, (renames, removed), p["negatable"])
+               for o, (opts, chunks), ans in zip(sets, prepared, answers[1:])]
     if p["expected_version"] and version != p["expected_version"]:
         result.update(checked[0] if not many else {"results": checked})
         module.fail_json(msg="engine_version: %s found in %s, expected_version is %s" % (version, p["python"], p["expected_version"]), **result)

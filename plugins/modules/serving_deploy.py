@@ -59,15 +59,39 @@ options:
     description:
       - The configurations in order, the first being the configuration itself. Each a mapping with C(options)
         (shown in messages), C(argv) (the full command line, recorded) and C(unit_content) (the rendered unit file).
-      - An entry with C(position) and C(learned) (a list of failure classes; the role's
-        C(gpuhost.sglang.sglang_learned_chain) filter makes them) is candidate C(position) as it runs after earlier
+      - An entry with C(position) and C(learned) (a list of failure classes; O(build) and the
+        C(gpuhost.sglang.sglang_learned_chain) filter make them) is candidate C(position) as it runs after earlier
         candidates failed with those classes (its own change plus what each class taught, C(lessons) names it).
         A later candidate runs the entry for the classes seen so far; one whose command line already failed in this
         run is skipped. Each position's entry with C(learned=[]) comes first.
-      - Required unless O(restore).
+      - Required unless O(restore) or O(build); mutually exclusive with O(build).
     type: list
     elements: dict
     default: []
+  build:
+    description:
+      - The candidates' inputs; the action builds the candidates itself (C(plugins/plugin_utils/candidates.py)), as the
+        C(gpuhost.sglang.sglang) role calls it. The positions are the configuration, then C(fallback_chain), then the
+        profile's C(fallbacks) (only the configuration when C(fallbacks=false) or for a multi-node replica), each also
+        as it runs after earlier failures (the profile's C(lessons) and C(fallback_lessons)).
+      - Every candidate's options are merged in one precedence, lowest first - C(defaults), the profile's C(options),
+        C(options), the candidate's own change, C(managed) - and rendered once into its command line (C(prefix), then
+        the options; C(--no-x) for the C(negatable) options of C(flags) at C(engine_version)).
+      - Every option set goes through the engine's own parser (module M(gpuhost.sglang.server_args) with C(python) and
+        C(validator)) in one call, which must answer the very command line rendered; the configuration alone skips it
+        when it is C(lkg)'s command line on the same engine version or in C(validated_argvs). Each unit file is the
+        template C(unit_template) rendered with C(sglang_exec_start), that command line for systemd.
+      - "Keys: C(profile) (the selected profile: options, fallbacks, lessons), C(defaults), C(options), C(fallback_chain),
+        C(fallback_lessons), C(fallbacks), C(managed), C(prefix) (required), C(flags) (one engine's entry of
+        C(roles/sglang/vars/flags.yml)), C(engine_version) (required), C(validator), C(python) (required), C(lkg),
+        C(validated_argvs), C(unit_template) (required)."
+    type: dict
+  render_only:
+    description:
+      - With O(build), return the candidates (C(candidates), each with C(argv), C(command_line) and C(unit_content))
+        and touch nothing on the host.
+    type: bool
+    default: false
   restore:
     description:
       - Only serve last-known-good again when the live unit is not it (files or state), proven with the readiness
@@ -221,6 +245,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+candidates:
+  description:
+    - With O(render_only), the candidates as O(build) made them, in order - C(position), C(learned), C(lessons),
+      C(options) (the candidate's own change), C(argv), C(command_line) (the engine options, quoted) and C(unit_content).
+  returned: with O(render_only)
+  type: list
+  elements: dict
 passed_candidate:
   description: Index of the candidate that passed (null when none did).
   returned: always

@@ -314,18 +314,19 @@ def learned_chain(chain, lessons=None, host_options=None, host_lessons=None):
     return out
 
 
-# The one precedence of server options, lowest first (the role's deploy, playbooks/tune.yml and the inventory checks
-# all merge through merge_options).
-OPTION_LAYERS = ("profile", "sglang_options", "candidate", "managed")
+# The one precedence of server options, lowest first (the serving deploy's candidates, plugins/plugin_utils/candidates.py,
+# playbooks/tune.yml and the inventory checks all merge through merge_options).
+OPTION_LAYERS = ("defaults", "profile", "sglang_options", "candidate", "managed")
 
 
-def merge_options(profile=None, host=None, candidate=None, managed=None):
-    """Server options as the engine gets them: the GPU profile's under the host's ``sglang_options``, those under
-    the candidate's own (a fallback), the options the role manages (address, port, model path, a replica's rank)
-    on top. Names are normalized first, so ``tp_size`` in one layer replaces ``tp-size`` in a lower one; two
-    spellings of one option within one layer are an error naming that layer."""
+def merge_options(profile=None, host=None, candidate=None, managed=None, defaults=None):
+    """Server options as the engine gets them: the role's defaults (sglang_metrics) under the GPU profile's
+    (arch, then arch + model family: select_profile), those under the host's ``sglang_options``, those under the
+    candidate's own (a fallback and what earlier failures taught), the options the role manages (address, port,
+    model path, a replica's rank) on top. Names are normalized first, so ``tp_size`` in one layer replaces
+    ``tp-size`` in a lower one; two spellings of one option within one layer are an error naming that layer."""
     out = {}
-    for where, layer in zip(OPTION_LAYERS, (profile, host, candidate, managed)):
+    for where, layer in zip(OPTION_LAYERS, (defaults, profile, host, candidate, managed)):
         if layer is None:
             continue
         if not isinstance(layer, dict):
@@ -343,8 +344,8 @@ def merge_options(profile=None, host=None, candidate=None, managed=None):
     return out
 
 
-def option_sets(candidates, profile=None, host=None, managed=None):
+def option_sets(candidates, profile=None, host=None, managed=None, defaults=None):
     """merge_options for each candidate of candidate_chain, in order."""
     if not isinstance(candidates, (list, tuple)):
         raise ProfileError("candidates must be a list of option mappings, got %s" % type(candidates).__name__)
-    return [merge_options(profile, host, cand, managed) for cand in candidates]
+    return [merge_options(profile, host, cand, managed, defaults) for cand in candidates]

@@ -285,6 +285,12 @@ def _err(option, problem, replacement=None, choices=None, message=None, evidence
     return e
 
 
+def negation_error(name):
+    """``name`` is false and the parser has ``--no-name``, but the caller's negatable data lacks it (the argv would
+    leave the option out, which is not what false says where the engine's default is on)."""
+    return _err(name, "negation")
+
+
 def format_error(e):
     opt = "--" + e["option"]
     p = e["problem"]
@@ -304,6 +310,9 @@ def format_error(e):
         s = "%s: invalid value" % opt
     elif p == "missing":
         s = "%s is required by the engine" % opt
+    elif p == "negation":
+        s = ("%s: false leaves it out of the command line, but this parser has --no-%s: the flag data's negatable list "
+             "(roles/sglang/vars/flags.yml) lacks it for this engine version" % (opt, e["option"]))
     else:
         s = "%s is unknown to the engine" % opt
         if e.get("candidates"):

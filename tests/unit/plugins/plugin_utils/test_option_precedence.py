@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one precedence of server options (plugins/plugin_utils/profiles.py merge_options): profile < sglang_options
-< candidate < managed, names normalized, and no other place in the collection merging them on its own."""
+"""The one precedence of server options (plugins/plugin_utils/profiles.py merge_options): defaults < profile <
+sglang_options < candidate < managed, names normalized, and no other place in the collection merging them on its own."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -24,8 +24,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
 @pytest.mark.parametrize("low,high", [(a, b) for i, a in enumerate(OPTION_LAYERS) for b in OPTION_LAYERS[i + 1:]])
 def test_each_layer_wins_over_every_lower_one(low, high):
     layers = dict((name, {"x": "from-" + name}) for name in (low, high))
-    args = [layers.get(name) for name in OPTION_LAYERS]
-    assert merge_options(*args) == {"x": "from-" + high}
+    keyword = {"defaults": "defaults", "profile": "profile", "sglang_options": "host", "candidate": "candidate",
+               "managed": "managed"}
+    assert merge_options(**dict((keyword[name], layers.get(name)) for name in OPTION_LAYERS)) == {"x": "from-" + high}
 
 
 def test_the_layers_add_up_and_a_spelling_in_a_higher_layer_replaces_a_lower_one():
