@@ -151,7 +151,7 @@ def check_parsed(b, entries, res):
         mine = entry["argv"][len(b["prefix"]):]
         if got.get("argv") != mine:
             raise BuildError("candidate %d: the parser checked %r, the unit would run %r" % (i, got.get("argv"), mine))
-    return [w for w in res.get("parser_warnings") or []]
+    return list(res.get("parser_warnings") or [])
 
 
 def finish(b, entries, render_unit):
