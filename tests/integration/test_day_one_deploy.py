@@ -131,6 +131,11 @@ def test_no_test_sets_gpu_facts_by_hand():
     proc = subprocess.run(["git", "grep", "-n", "gpuhost_" + "gpu_facts", "tests", "molecule"], cwd=ROOT,
                           capture_output=True, text=True, check=False)
     assert proc.stdout == "", proc.stdout
+    # and the nccl role is handed facts only as gpu_facts read them from a presented box, never a written dict
+    proc = subprocess.run(["git", "grep", "-n", "nccl_" + "gpu_facts:", "tests", "molecule"], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    hand = [line for line in proc.stdout.splitlines() if not line.endswith('"{{ __sglang_gpu_facts }}"')]
+    assert hand == [], hand
 
 
 @pytest.mark.testhosts

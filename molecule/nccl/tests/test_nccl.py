@@ -25,12 +25,14 @@ def test_conf_and_env_agree_and_have_reasons(host):
 
 def test_settings_follow_the_facts(host):
     got = settings(host.file("/etc/nccl.conf").content_string)
+    conf = host.file("/etc/nccl.conf").content_string
     if host.backend.get_hostname() == "nccl-pcievm":
-        assert got == {"NCCL_IB_DISABLE": "1", "NCCL_P2P_DISABLE": "1"}
-        assert "virtualized (passthrough)" in host.file("/etc/nccl.conf").content_string
+        # a VFIO guest is not widened on NVML's word alone (no link probe result on this host)
+        assert got == {"NCCL_IB_DISABLE": "1"}
+        assert "8 x NVIDIA RTX PRO 6000 Blackwell" in conf and "virtualization: passthrough" in conf
     else:
         assert got == {"NCCL_P2P_LEVEL": "NVL", "NCCL_DEBUG": "WARN"}
-        assert "InfiniBand/RoCE devices: mlx5_0" in host.file("/etc/nccl.conf").content_string
+        assert "InfiniBand/RoCE devices: mlx5_0" in conf and "2 x NVIDIA H200" in conf
 
 
 def test_bad_override_wrote_nothing(host):
