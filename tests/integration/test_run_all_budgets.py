@@ -94,7 +94,7 @@ def test_the_collection_budgets_cover_every_stage():
                 budgets[fields[0]] = int(fields[1])
     stages = sorted(f[:-3] for f in os.listdir(os.path.dirname(REAL_BUDGETS)) if f.endswith(".sh"))
     assert sorted(k for k in budgets if k not in ("goal", "limit")) == stages
-    assert (budgets["goal"], budgets["limit"]) == (35 * 60, 90 * 60)
+    assert (budgets["goal"], budgets["limit"]) == (20 * 60, 90 * 60)  # CI's 20 minutes, its 90-minute hard limit
     # stages that run beside another one (tests/run-all.sh's GPUHOST_OVERLAP default) add no wall time
     with open(RUN_ALL, encoding="utf-8") as fh:
         overlap = re.search(r"overlap=\$\{GPUHOST_OVERLAP-([^}]*)\}", fh.read()).group(1).split()
