@@ -67,7 +67,8 @@ class ActionModule(ActionBase):
         texts = self._module("gpuhost.sglang.host_read", {"files": paths}, task_vars)["files"]
         files = dict((posixpath.basename(p), t) for p, t in texts.items() if t is not None)
         if self._task.check_mode:
-            return {"changed": lkg_copy.read_copy(directory) != files, "files": sorted(files)}
+            return {"changed": lkg_copy.difference(lkg_copy.read_copy(directory), files) == "record",
+                    "files": sorted(files)}
         out = lkg_copy.save(directory, files)
         return {"changed": out["changed"], "files": sorted(files), "previous": out["previous"],
                 "msg": "last-known-good of %s saved in %s" % (lkg_dir, directory) if out["changed"]

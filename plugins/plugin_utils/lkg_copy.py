@@ -26,6 +26,9 @@ import tempfile
 META = "meta.json"
 # what serving_unit's inspect needs of a record (plugins/module_utils/serving/unit_host.py inspect)
 REQUIRED = ("unit", "unit_path", "env_file", "health_url", "base_url")
+# meta.json keys that are bookkeeping, not configuration: the process that passed the gate, which a restart of the
+# same record changes (unit_host.record writes it without reporting a change; the copy does the same)
+BOOKKEEPING = ("invocation",)
 
 
 class CopyError(Exception):
@@ -76,24 +79,64 @@ def checksums(files):
     return dict((name, hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()) for name, text in files.items())
 
 
+def _configuration(meta_text):
+    """meta.json's object without its bookkeeping keys; None when it is not a JSON object."""
+    try:
+        meta = json.loads(meta_text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    return dict((k, v) for k, v in meta.items() if k not in BOOKKEEPING)
+
+
+def difference(copy, files):
+    """How the controller's ``copy`` differs from the host's record ``files`` (both {name: text}): "" (the same),
+    "bookkeeping" (only meta.json's bookkeeping keys: the same configuration, another process) or "record"."""
+    if copy == files:
+        return ""
+    if set(copy) == set(files) and all(copy[n] == files[n] for n in files if n != META):
+        ours = _configuration(copy.get(META))
+        if ours is not None and ours == _configuration(files.get(META)):
+            return "bookkeeping"
+    return "record"
+
+
+def _write_private(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write(text)
+
+
 def save(directory, files):
     """Make ``directory`` hold exactly ``files`` (the host's record). Returns {changed, previous}: the copy it
-    replaced, if any, is ``<directory>.previous``."""
+    replaced, if any, is ``<directory>.previous``. A record that differs only in bookkeeping (the same configuration
+    restarted) refreshes meta.json in place, by one rename: not a change, and the previous copy is kept."""
     _check_names(files)
     problem = record_problem(files)
     if problem:
         raise CopyError("the host's last-known-good is not a whole record (%s): nothing saved" % problem)
     directory = os.path.abspath(directory)
-    if read_copy(directory) == files:
+    how = difference(read_copy(directory), files)
+    if not how:
+        return {"changed": False, "previous": ""}
+    if how == "bookkeeping":
+        fd, tmp = tempfile.mkstemp(prefix=".%s.tmp-" % META, dir=directory)  # mode 0600
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
+                fh.write(files[META])
+            os.rename(tmp, os.path.join(directory, META))
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
         return {"changed": False, "previous": ""}
     parent = os.path.dirname(directory)
     os.makedirs(parent, mode=0o700, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(directory), dir=parent)
     try:
         for name, text in files.items():
-            fd = os.open(os.path.join(tmp, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
-                fh.write(text)
+            _write_private(os.path.join(tmp, name), text)
         previous = ""
         if os.path.isdir(directory):
             previous = directory + ".previous"

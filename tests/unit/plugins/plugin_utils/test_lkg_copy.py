@@ -85,3 +85,29 @@ def test_checksums_match_what_the_host_read_gives(tmp_path):
         (tmp_path / name).write_text(text)
     tree = host_read.read_tree("", str(tmp_path))["files"]
     assert lkg_copy.checksums(record()) == dict((os.path.basename(e["path"]), e["checksum"]) for e in tree)
+
+
+def test_the_same_record_restarted_is_bookkeeping_not_a_change(tmp_path):
+    # unit_host.record rewrites meta.json's invocation (the process that passed the gate) without reporting a change
+    # when the same configuration runs again, as after a rollback restarted last-known-good: the copy follows it
+    # without a change and keeps the copy it replaced before (a rerun after a rollback reported changed=1 here)
+    def with_invocation(rec, pid):
+        meta = json.loads(rec["meta.json"])
+        meta["invocation"] = "%032x" % pid  # systemd's InvocationID of the unit's run (unit_host.invocation)
+        return dict(rec, **{"meta.json": json.dumps(meta, indent=2, sort_keys=True) + "\n"})
+
+    d = str(tmp_path / "ct")
+    lkg_copy.save(d, record("--tp-size 4"))
+    first = with_invocation(record(), 101)
+    assert lkg_copy.save(d, first) == {"changed": True, "previous": d + ".previous"}
+    restarted = with_invocation(record(), 202)
+    assert lkg_copy.difference(lkg_copy.read_copy(d), restarted) == "bookkeeping"
+    assert lkg_copy.save(d, restarted) == {"changed": False, "previous": ""}
+    assert lkg_copy.read_copy(d) == restarted and lkg_copy.read_copy(d + ".previous") == record("--tp-size 4")
+    assert stat.S_IMODE(os.stat(os.path.join(d, "meta.json")).st_mode) == 0o600
+    assert sorted(os.listdir(d)) == ["env", "meta.json", "sglang.service"]   # no temporary left
+    # the configuration itself, or another file of the record, is a change
+    assert lkg_copy.difference(restarted, with_invocation(record("--tp-size 2"), 202)) == "record"
+    assert lkg_copy.difference(restarted, dict(restarted, env="SGLANG_API_KEY=other\n")) == "record"
+    assert lkg_copy.difference(restarted, dict(restarted, **{"meta.json": "[]"})) == "record"
+    assert lkg_copy.difference({}, restarted) == "record"
