@@ -176,6 +176,16 @@ class LauncherHost(DeployHost):
         if os.path.exists(self.pid_path):
             os.remove(self.pid_path)
 
+    @staticmethod
+    def _reap(pid):
+        """Reap ``pid`` if it is an exited child of this process: a zombie still counts as a member of its process
+        group, so killpg(pid, 0) would find the group alive until the grace ran out (a loop cut off in this same
+        process, whose Popen nobody polls, left its server as such a child)."""
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not our child: init reaps it
+            pass
+
     def _kill_group(self, pid, wait=None):
         for sig, grace in ((signal.SIGTERM, self.stop_grace), (signal.SIGKILL, 5.0)):
             try:
@@ -184,13 +194,10 @@ class LauncherHost(DeployHost):
                 return
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline:
-                if wait is not None and wait() is not None:
-                    try:  # the leader has exited; its children of the same group may not have
-                        os.killpg(pid, 0)
-                    except OSError:
-                        return
-                else:
-                    try:
+                if wait is None or wait() is not None:  # the leader has exited (or: is it a zombie of ours?)
+                    if wait is None:
+                        self._reap(pid)
+                    try:  # its children of the same group may not have
                         os.killpg(pid, 0)
                     except OSError:
                         return

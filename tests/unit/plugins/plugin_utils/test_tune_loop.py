@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.request
@@ -314,3 +315,23 @@ def test_every_level_of_the_ladder_is_warmed_up(monkeypatch, tmp_path):
     for conc in WORKLOAD["concurrency"]:
         loop.level({"index": 0, "id": "base"}, conc)
     assert seen == [(1, 1), (4, 1)], seen
+
+
+def test_a_leftover_server_that_already_exited_is_not_waited_for(monkeypatch, tmp_path):
+    # the pid file names a server of a loop cut off in this same process, which has exited but nobody reaped: the
+    # zombie kept its process group alive for killpg(pid, 0), so stopping it waited out the grace and the SIGKILL
+    # wait (8 s per resumed campaign in these tests) before the leftover was reaped
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until it has exited: a zombie (state Z, proc(5))
+        with open("/proc/%d/stat" % proc.pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.01)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / (tune_loop.UNIT + ".pid")).write_text("%d\n" % proc.pid)
+    naps, lines = [], []
+    monkeypatch.setattr(tune_loop.time, "sleep", naps.append)
+    tune_loop.LauncherHost(str(tmp_path / "work"), say=lines.append, stop_grace=30.0)
+    assert naps == [] and lines == ["stopped the server a cut-off run left (pid %d)" % proc.pid]
+    assert not (tmp_path / "work" / (tune_loop.UNIT + ".pid")).exists()
