@@ -33,4 +33,5 @@ class FilterModule(object):
                 "replica_heads": _wrap(multinode, "replica_heads"), "sglang_replica_rank": _wrap(multinode, "replica_rank"),
                 "router_worker_successes": lazy_function(router, "parse_worker_successes"),
                 "router_spread": lazy_function(router, "spread"),
-                "router_manifest": lazy_function(router, "manifest_text")}
+                "router_manifest": lazy_function(router, "manifest_text"),
+                "proxmox_node_containers": _wrap(fleet, "node_containers")}

@@ -4,6 +4,7 @@
 """Filters exposing the tested host-driver logic (module_utils/gpu) to the nvidia_driver role.
 
 nvidia_module_version   /proc/driver/nvidia/version text -> loaded module version ("" when none)
+nvidia_reboot_reasons   (loaded module version, installed driver version, kernel packages changed) -> why to reboot
 kernel_header_packages  (kernel release, distribution, rule table) -> header packages for that kernel
 secure_boot_state       (mokutil --sb-state stdout, stderr, rc) -> {state, signing_required, evidence}
 mok_enrollment_state    (mokutil --test-key stdout, stderr, rc) -> enrolled | not_enrolled | pending | invalid | unknown
@@ -11,6 +12,7 @@ mok_enrollment_steps    certificate path on the host -> the operator's steps (li
 host_compute_stack      (mode, host_serves, cuda_version, install_nccl) -> toolkit / NCCL to install on the host
 nvidia_repo_release     (release key, release table, base URL, repo URL, keyring URL) -> the release's repository
 nvidia_driver_branch_choice (repository, arch policy, arch, requested branch, its variable) -> the branch to install
+nvidia_package_versions (offered versions per package, the packages and the versions asked for) -> {package: version}
 The last two answer {error: text} instead of failing, so the role's assert prints the text as its message.
 """
 
@@ -30,6 +32,10 @@ nvidia_banner = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_ut
 
 def nvidia_module_version(text):
     return nvidia_banner.module_version(text) or ""
+
+
+def nvidia_reboot_reasons(loaded, installed, kernel_changed=False):
+    return nvidia_banner.reboot_reasons(loaded, installed, kernel_changed)
 
 
 def kernel_header_packages(release, distribution, table):
@@ -72,9 +78,16 @@ def nvidia_driver_branch_choice(repository, policy, arch, requested="", requeste
         return {"error": str(exc), "branch": "", "reason": ""}
 
 
+def nvidia_package_versions(offered, driver_packages, cuda_packages, nccl_packages, driver_version, cuda_version,
+                            cuda_package_version="", nccl_version=""):
+    return driver_repo.package_versions(offered, driver_packages, cuda_packages, nccl_packages, driver_version,
+                                        cuda_version, cuda_package_version, nccl_version)
+
+
 class FilterModule(object):
     def filters(self):
         return {"host_compute_stack": host_compute_stack, "nvidia_module_version": nvidia_module_version,
+                "nvidia_reboot_reasons": nvidia_reboot_reasons,
                 "kernel_header_packages": kernel_header_packages, "secure_boot_state": secure_boot_state, "mok_enrollment_state": mok_enrollment_state,
                 "mok_enrollment_steps": mok_enrollment_steps, "nvidia_repo_release": nvidia_repo_release,
-                "nvidia_driver_branch_choice": nvidia_driver_branch_choice}
+                "nvidia_driver_branch_choice": nvidia_driver_branch_choice, "nvidia_package_versions": nvidia_package_versions}

@@ -8,10 +8,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule
+from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import LazyModule, lazy_function
 
 alert_thresholds = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.bench.alert_thresholds")
 targets = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.monitoring.targets")
+grafana_diff = LazyModule("ansible_collections.gpuhost.sglang.plugins.module_utils.monitoring.grafana_diff")
 
 
 def monitoring_thresholds(baseline_dir, factor=1.5):
@@ -32,4 +33,6 @@ def monitoring_scrape_jobs(serving_hosts, hostvars, engine_port=30000, node_port
 
 class FilterModule(object):
     def filters(self):
-        return {"monitoring_thresholds": monitoring_thresholds, "monitoring_scrape_jobs": monitoring_scrape_jobs}
+        return {"monitoring_thresholds": monitoring_thresholds, "monitoring_scrape_jobs": monitoring_scrape_jobs,
+                "grafana_dashboard_outdated": lazy_function(grafana_diff, "dashboard_outdated"),
+                "grafana_datasource_outdated": lazy_function(grafana_diff, "datasource_outdated")}

@@ -11,6 +11,8 @@ sglang_profile_details  same arguments -> {options, evidence, environment, match
 sglang_candidates  (profile fallbacks, host fallback chain, host options) -> the ordered candidate option mappings
 sglang_option_sets (candidates, profile options, host options, managed options[, default options]) -> each candidate's
                    options as the engine gets them (defaults < profile < sglang_options < candidate < managed)
+sglang_managed_options (engine data, listen address, port, model path, model name, replica's options) -> the options
+                   the role sets itself (the managed layer)
 sglang_exposure    (listen address, port, engine's public path prefixes, api key set[, supported]) -> {warning, ...}
 sglang_fallback_budget  (candidates, ready timeout, budget, last-known-good record, chain) -> {worst_case_seconds, line, error}
 sglang_learned_chain  (candidates, profile lessons, host options, host lessons) -> every option set the chain can run
@@ -99,6 +101,13 @@ def sglang_option_sets(candidates, profile_options=None, host_options=None, mana
         raise AnsibleFilterError(str(exc))
 
 
+def sglang_managed_options(engine, listen_address, port, model_path, model_name="", replica_options=None):
+    try:
+        return profiles.managed_options(engine, listen_address, port, model_path, model_name, replica_options)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("sglang_managed_options: %s" % exc)
+
+
 def sglang_exposure(listen_address, port, public_path_prefixes, api_key_set, api_key_supported=True):
     try:
         return exposure_.exposure(listen_address, port, public_path_prefixes, bool(api_key_set), bool(api_key_supported))
@@ -144,6 +153,7 @@ class FilterModule(object):
             "sglang_candidates": sglang_candidates,
             "sglang_learned_chain": sglang_learned_chain,
             "sglang_option_sets": sglang_option_sets,
+            "sglang_managed_options": sglang_managed_options,
             "sglang_exposure": sglang_exposure,
             "sglang_fallback_budget": sglang_fallback_budget,
             "json_record": json_record,

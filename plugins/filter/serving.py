@@ -12,6 +12,7 @@ from ansible_collections.gpuhost.sglang.plugins.plugin_utils.lazy_import import 
 
 model_files = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.model_files")
 unit_timing = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.unit_timing")
+pip_sources = LazyModule("ansible_collections.gpuhost.sglang.plugins.plugin_utils.pip_sources")
 
 
 def model_files_differ(src_find, dst_find, src_dir, dst_dir, owner="root", group="root", mode="0644"):
@@ -23,4 +24,5 @@ def model_files_differ(src_find, dst_find, src_dir, dst_dir, owner="root", group
 
 class FilterModule(object):
     def filters(self):
-        return {"start_timeout": lazy_function(unit_timing, "start_timeout"), "model_files_differ": model_files_differ}
+        return {"start_timeout": lazy_function(unit_timing, "start_timeout"), "model_files_differ": model_files_differ,
+                "pip_source_args": lazy_function(pip_sources, "source_args")}

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fleet settings computed in tested Python: the router's options and worker URLs.
+"""Fleet settings computed in tested Python: the router's options and worker URLs, the containers of a Proxmox node.
 
 The roll plan (controller side: it calls Ansible's executor) is plugins/plugin_utils/roll_plan.py.
 """
@@ -32,6 +32,21 @@ def worker_urls(hosts, hostvars, default_port=30000):
         hv = hostvars[name]
         address = hv.get("sglang_router_address") or hv.get("ansible_host") or name
         out.append(worker_url(address, hv.get("sglang_port") or default_port))
+    return out
+
+
+def node_containers(node, hosts, hostvars):
+    """The container ids (``proxmox_lxc_gpu_ctid``) of the ``hosts`` that run in a container on Proxmox VE node
+    ``node`` (their ``gpuhost_proxmox_node``), in inventory order; hosts on other nodes or on bare metal are not."""
+    out = []
+    for name in hosts or []:
+        hv = hostvars[name]
+        if hv.get("gpuhost_proxmox_node") is None or hv.get("gpuhost_proxmox_node") != node:
+            continue
+        if hv.get("proxmox_lxc_gpu_ctid") is None:
+            raise FleetError("%s runs on Proxmox node %s (gpuhost_proxmox_node) but sets no proxmox_lxc_gpu_ctid: "
+                             "allowed values are its container id (100..999999999)" % (name, node))
+        out.append(hv["proxmox_lxc_gpu_ctid"])
     return out
 
 

@@ -349,3 +349,18 @@ def option_sets(candidates, profile=None, host=None, managed=None, defaults=None
     if not isinstance(candidates, (list, tuple)):
         raise ProfileError("candidates must be a list of option mappings, got %s" % type(candidates).__name__)
     return [merge_options(profile, host, cand, managed, defaults) for cand in candidates]
+
+
+def managed_options(engine, listen_address, port, model_path, model_name="", replica_options=None):
+    """The options the role sets itself from dedicated variables (the ``managed`` layer of merge_options), in the
+    engine's names (``engine``: its entry of sglang_engines): a multi-node replica's own (nnodes, node-rank,
+    dist-init-addr), then the listen address and port, the model path when the engine takes it as an option, the
+    served model name when the engine has one and it is set."""
+    out = dict(replica_options or {})
+    out[engine["host_option"]] = listen_address
+    out[engine["port_option"]] = int(port)
+    if engine.get("model_option"):
+        out[engine["model_option"]] = model_path
+    if engine.get("served_name_option") and model_name:
+        out[engine["served_name_option"]] = model_name
+    return out

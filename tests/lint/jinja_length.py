@@ -1,9 +1,7 @@
 #!/usr/bin/env python3
 # Copyright: (c) 2026, gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Jinja length lint: no Jinja expression over LIMIT characters in roles/ and playbooks/, except the ones
-tests/lint/jinja_length_allow.yml still counts per file (a ratchet: a file may only go down; an allowance above what
-the file holds is itself a finding, so a shortened expression shrinks it).
+"""Jinja length lint: no Jinja expression over LIMIT characters in roles/ and playbooks/, none excepted.
 
 An expression is each ``{{ ... }}`` / ``{% ... %}`` of a YAML scalar, or the whole value of a bare condition
 (``when``, ``that``, ``until``, ``changed_when``, ``failed_when``), whitespace folded to one space. A long deciding
@@ -23,7 +21,6 @@ import sys
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ALLOW_FILE = os.path.join(ROOT, "tests", "lint", "jinja_length_allow.yml")
 LIMIT = 250
 BARE = ("when", "that", "until", "changed_when", "failed_when")
 JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
@@ -75,19 +72,9 @@ def long_ones(root, limit=LIMIT):
     return out
 
 
-def findings(root, allowance):
-    out = []
-    found = long_ones(root)
-    for rel, over in sorted(found.items()):
-        allowed = allowance.get(rel, 0)
-        if len(over) > allowed:
-            out.append("%s: %d Jinja expression(s) over %d characters (%s), %d allowed: move the logic into a filter"
-                       % (rel, len(over), LIMIT, ", ".join("line %d: %d" % o for o in over), allowed))
-    for rel, allowed in sorted(allowance.items()):
-        if len(found.get(rel, [])) < allowed:
-            out.append("%s: the allowance says %d expression(s) over %d characters, the file has %d: lower it in %s"
-                       % (rel, allowed, LIMIT, len(found.get(rel, [])), os.path.relpath(ALLOW_FILE, ROOT)))
-    return out
+def findings(root):
+    return ["%s: %d Jinja expression(s) over %d characters (%s): move the logic into a tested filter"
+            % (rel, len(over), LIMIT, ", ".join("line %d: %d" % o for o in over)) for rel, over in sorted(long_ones(root).items())]
 
 
 def measure(root):
@@ -103,18 +90,12 @@ def measure(root):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=ROOT)
-    ap.add_argument("--allow", default=ALLOW_FILE)
     ap.add_argument("--measure", action="store_true")
     a = ap.parse_args(argv)
     if a.measure:
         measure(a.root)
         return 0
-    with open(a.allow) as fh:
-        allowance = yaml.safe_load(fh) or {}
-    if not isinstance(allowance, dict) or not all(isinstance(v, int) and v > 0 for v in allowance.values()):
-        print("jinja_length: %s must map a file to the number (>= 1) of long expressions it may still hold" % a.allow)
-        return 1
-    out = findings(a.root, allowance)
+    out = findings(a.root)
     for line in out:
         print(line)
     print("jinja_length: %d finding(s), limit %d characters" % (len(out), LIMIT))

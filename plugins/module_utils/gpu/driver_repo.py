@@ -75,3 +75,28 @@ def choose_branch(repository, policy, arch, requested="", requested_var="nvidia_
             % (where, ", ".join(offered), arch, minimum))
     return {"branch": usable[-1], "reason": "the %s default %s is not in %s: its newest branch for %s"
             % (arch, default, where, arch)}
+
+
+def package_versions(offered, driver_packages, cuda_packages, nccl_packages, driver_version, cuda_version,
+                     cuda_package_version="", nccl_version=""):
+    """{package: the exact version to install, "" when the repository offers none that fits}, in the order driver,
+    CUDA, NCCL packages; ``offered``: {package: versions as apt-cache madison lists them, newest first}.
+
+    The first offered version that fits wins: a driver package the chosen driver's (``driver_version``-*), the CUDA
+    toolkit ``cuda_package_version`` exactly when set, else ``cuda_version``.*; NCCL ``nccl_version`` exactly when
+    set, else the newest built for ``cuda_version`` (*+cuda12.8, NVIDIA's NCCL package versions)."""
+    out = {}
+    for name in list(driver_packages) + list(cuda_packages) + list(nccl_packages):
+        versions = [str(v) for v in offered.get(name) or []]
+        if name in driver_packages:
+            fits = [v for v in versions if v.startswith("%s-" % driver_version)]
+        elif name in cuda_packages and cuda_package_version:
+            fits = [v for v in versions if v == str(cuda_package_version)]
+        elif name in cuda_packages:
+            fits = [v for v in versions if v.startswith("%s." % cuda_version)]
+        elif nccl_version:
+            fits = [v for v in versions if v == str(nccl_version)]
+        else:
+            fits = [v for v in versions if v.endswith("+cuda%s" % cuda_version)]
+        out[name] = fits[0] if fits else ""
+    return out

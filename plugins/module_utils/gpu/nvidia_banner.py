@@ -49,3 +49,12 @@ def module_version(text):
     """The loaded kernel module's version ("580.105.08"), or None when the text holds no banner."""
     info = parse_banner(text)
     return info["version"] if info else None
+
+
+def reboot_reasons(loaded, installed, kernel_changed=False):
+    """Why the host must reboot after a driver install (empty: it need not): the kernel module packages changed, or
+    the ``loaded`` module's version (``module_version``; "" when none is loaded) is not the ``installed`` one."""
+    reasons = ["kernel module packages changed"] if kernel_changed else []
+    if loaded and loaded != installed:
+        reasons.append("loaded module %s != installed %s" % (loaded, installed))
+    return reasons

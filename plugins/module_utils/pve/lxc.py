@@ -224,6 +224,20 @@ def pct_set_argv(ctid, plan):
     return argv
 
 
+def pct_create_argv(ctid, volid, hostname, defaults=None, options=None):
+    """The ``pct create`` command line of a new container from template ``volid``: ``options`` merged over
+    ``defaults`` (a key set to None leaves that default out), each as ``--key value`` in the merged order (pct(1):
+    ``pct create <vmid> <ostemplate> [OPTIONS]``)."""
+    validate_ctid(ctid)
+    merged = dict(defaults or {})
+    merged.update(options or {})
+    argv = ["pct", "create", str(ctid), volid, "--hostname", hostname]
+    for key, value in merged.items():
+        if value is not None:
+            argv += ["--" + str(key), str(value)]
+    return argv
+
+
 def render_lxc_raw(entries, nodes, cgroup_v1=False, host_dev_root="/dev"):
     """Render the raw LXC keys PVE derives from ``devN`` entries (device allow + node in the container).
 

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.sglang contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The nvidia_driver role reads the loaded module's version with the expression in tasks/reboot.yml.
+"""The nvidia_driver role reads the loaded module's version, and decides whether to reboot, with the expressions in
+tasks/reboot.yml.
 
 The expression is taken from the role file itself and rendered by ansible-playbook (the real templar and the
 collection's filters) against the real banners of tests/unit/plugins/module_utils/gpu/fixtures.
@@ -33,12 +34,15 @@ CASES = {
 }
 
 
-def _loaded_expression():
+INSTALLED = "565.57.01"
+
+
+def _decide_task():
     with open(os.path.join(ROOT, "roles", "nvidia_driver", "tasks", "reboot.yml")) as f:
         tasks = yaml.safe_load(f)
     for task in tasks:
         if task.get("name") == "Decide whether a reboot is needed":
-            return task["vars"]["loaded"]
+            return task
     raise AssertionError("no task 'Decide whether a reboot is needed' in roles/nvidia_driver/tasks/reboot.yml")
 
 
@@ -49,8 +53,9 @@ def _strip(expr):
     return "(" + expr[2:-2].strip() + ")"
 
 
-def test_loaded_version_from_real_banners(tmp_path):
-    expr = _loaded_expression()
+def test_loaded_version_and_reboot_reasons_from_real_banners(tmp_path):
+    task = _decide_task()
+    expr, reasons = task["vars"]["loaded"], task["ansible.builtin.set_fact"]["__nvidia_driver_reboot_reasons"]
     tasks = []
     for name in CASES:
         content = ""
@@ -58,8 +63,12 @@ def test_loaded_version_from_real_banners(tmp_path):
             with io.open(os.path.join(FIX, name), "rb") as f:
                 content = base64.b64encode(f.read()).decode()
         reg = {"content": content} if content else {"failed": True, "msg": "file not found"}
-        tasks.append({"name": name or "missing", "vars": {"__nvidia_driver_proc_version": reg, "case": name or "missing"},
-                      "ansible.builtin.set_fact": {"got": "{{ got | default({}) | combine({case: %s}) }}" % _strip(expr)}})
+        for changed in (False, True):
+            case = "%s/%s" % (name or "missing", changed)
+            task_vars = {"__nvidia_driver_proc_version": reg, "case": case, "loaded": expr,
+                         "__nvidia_driver_installed_version": INSTALLED, "__nvidia_driver_kernel_changed": changed}
+            got = "{{ got | default({}) | combine({case: [%s, %s]}) }}" % (_strip(expr), _strip(reasons))
+            tasks.append({"name": case, "vars": task_vars, "ansible.builtin.set_fact": {"got": got}})
     save = {"content": "{{ got | to_json }}", "dest": str(tmp_path / "got.json"), "mode": "0644"}
     tasks.append({"name": "save", "ansible.builtin.copy": save})
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
@@ -70,4 +79,9 @@ def test_loaded_version_from_real_banners(tmp_path):
                          env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     got = json.loads((tmp_path / "got.json").read_text())
-    assert got == {(k or "missing"): v for k, v in CASES.items()}
+    want = {}
+    for name, version in CASES.items():
+        mismatch = ["loaded module %s != installed %s" % (version, INSTALLED)] if version not in ("", INSTALLED) else []
+        want["%s/False" % (name or "missing")] = [version, mismatch]
+        want["%s/True" % (name or "missing")] = [version, ["kernel module packages changed"] + mismatch]
+    assert got == want

@@ -86,3 +86,50 @@ def test_unknown_release_and_incomplete_data_answer_an_error():
         "nvidia_driver: distribution Debian-11 is not supported; allowed: Debian-12, Debian-13, Ubuntu-22.04, Ubuntu-24.04")
     assert "lacks key_file" in F["nvidia_repo_release"]("X-1", {"X-1": {"distro": "x", "branches": []}}, BASE)["error"]
     assert F["nvidia_repo_release"]("Debian-13", RELEASES, BASE)["error"] == ""
+
+
+# ---- one exact version per package (tasks/packages.yml) ------------------------------------------------------------
+# The driver lines are apt-cache madison's recorded output (module_utils/gpu/fixtures/driver_change); the CUDA and NCCL
+# lines are in the same format with the versions of the stand-in repository (tests/fixtures/nvidia-apt-repo.sh).
+MADISON = os.path.join(ROOT, "tests/unit/plugins/module_utils/gpu/fixtures/driver_change/apt-cache-madison.txt")
+MORE = """cuda-toolkit-12-8 |   12.8.1-1 | file:/opt/nvidia-repo ./ Packages
+cuda-toolkit-12-8 |   12.8.0-1 | file:/opt/nvidia-repo ./ Packages
+  libnccl2 | 2.28.3-1+cuda13.0 | file:/opt/nvidia-repo ./ Packages
+  libnccl2 | 2.27.7-1+cuda13.0 | file:/opt/nvidia-repo ./ Packages
+  libnccl2 | 2.26.2-1+cuda12.9 | file:/opt/nvidia-repo ./ Packages
+  libnccl2 | 2.26.2-1+cuda12.8 | file:/opt/nvidia-repo ./ Packages
+  libnccl2 | 2.25.1-1+cuda12.8 | file:/opt/nvidia-repo ./ Packages
+"""
+
+
+def offered():
+    """{package: versions} as the role indexes madison's lines: field 2 of each line of the package, in order."""
+    with open(MADISON) as fh:
+        lines = (fh.read() + MORE).splitlines()
+    out = {}
+    for line in lines:
+        fields = [f.strip() for f in line.split("|")]
+        out.setdefault(fields[0], []).append(fields[1])
+    return out
+
+
+DRIVER, CUDA, NCCL = ["nvidia-driver-cuda", "libcuda1"], ["cuda-toolkit-12-8"], ["libnccl2"]
+
+
+def test_newest_fitting_version_per_package():
+    got = F["nvidia_package_versions"](offered(), DRIVER, CUDA, NCCL, "580.105.08", "12.8")
+    assert got == {"nvidia-driver-cuda": "580.105.08-1", "libcuda1": "580.105.08-1", "cuda-toolkit-12-8": "12.8.1-1",
+                   "libnccl2": "2.26.2-1+cuda12.8"}
+    assert list(got) == DRIVER + CUDA + NCCL
+
+
+def test_exact_cuda_and_nccl_versions_win_and_a_missing_one_is_empty():
+    got = F["nvidia_package_versions"](offered(), DRIVER, CUDA, NCCL, "580.142", "12.8", "12.8.0-1", "2.25.1-1+cuda12.8")
+    assert got == {"nvidia-driver-cuda": "580.142-1", "libcuda1": "580.142-1", "cuda-toolkit-12-8": "12.8.0-1",
+                   "libnccl2": "2.25.1-1+cuda12.8"}
+    # a driver prefix matches whole versions only (580.1 is not 580.142's), NCCL for another CUDA is not taken
+    got = F["nvidia_package_versions"](offered(), DRIVER, CUDA, NCCL, "580.1", "12.7", "12.8.9-1")
+    assert got == {"nvidia-driver-cuda": "", "libcuda1": "", "cuda-toolkit-12-8": "", "libnccl2": ""}
+    # CUDA 13.0 without an exact version: the newest NCCL built for it; 13.0 is not a prefix of 13.0x
+    got = F["nvidia_package_versions"]({"libnccl2": ["2.28.3-1+cuda13.01", "2.27.7-1+cuda13.0"]}, [], [], NCCL, "", "13.0")
+    assert got == {"libnccl2": "2.27.7-1+cuda13.0"}

@@ -15,7 +15,8 @@ F = FilterModule().filters()
 
 def test_filter_names():
     assert sorted(F) == ["host_compute_stack", "kernel_header_packages", "mok_enrollment_state", "mok_enrollment_steps",
-                         "nvidia_driver_branch_choice", "nvidia_module_version", "nvidia_repo_release", "secure_boot_state"]
+                         "nvidia_driver_branch_choice", "nvidia_module_version", "nvidia_package_versions",
+                         "nvidia_reboot_reasons", "nvidia_repo_release", "secure_boot_state"]
 
 
 def test_module_version_is_a_string_for_templates():

@@ -21,7 +21,8 @@ def _vars(name):
 
 def test_filter_names():
     assert sorted(F) == ["json_record", "served_files_changed", "server_argv", "sglang_candidates", "sglang_exposure",
-                         "sglang_fallback_budget", "sglang_learned_chain", "sglang_option_sets", "sglang_profile",
+                         "sglang_fallback_budget", "sglang_learned_chain", "sglang_managed_options", "sglang_option_sets",
+                         "sglang_profile",
                          "sglang_profile_details", "sglang_replica_phases", "shell_quote", "systemd_exec"]
 
 

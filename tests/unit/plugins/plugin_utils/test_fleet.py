@@ -214,3 +214,18 @@ def test_wait_gone_and_wait_ready_read_the_router_only():
     assert not [x for x in api.calls if x[0] != "GET"]
     with pytest.raises(router.RouterError, match=r"not ready in the router 1s after it was listed in the manifest"):
         client(Api()).wait_ready("http://z:1", 1)
+
+
+def test_node_containers_are_the_serving_hosts_on_that_node_in_inventory_order():
+    hostvars = {"ct-a": {"gpuhost_proxmox_node": "pve1", "proxmox_lxc_gpu_ctid": 210},
+                "metal": {"ansible_host": "10.0.0.5"},
+                "ct-b": {"gpuhost_proxmox_node": "pve2", "proxmox_lxc_gpu_ctid": 211},
+                "ct-c": {"gpuhost_proxmox_node": "pve1", "proxmox_lxc_gpu_ctid": "212"},
+                "ct-none": {"gpuhost_proxmox_node": None, "proxmox_lxc_gpu_ctid": 213}}
+    hosts = ["ct-c", "metal", "ct-a", "ct-b", "ct-none"]
+    assert fleet.node_containers("pve1", hosts, hostvars) == ["212", 210]
+    assert fleet.node_containers("pve2", hosts, hostvars) == [211]
+    assert fleet.node_containers("pve3", hosts, hostvars) == [] and fleet.node_containers("pve1", [], hostvars) == []
+    hostvars["ct-a"].pop("proxmox_lxc_gpu_ctid")
+    with pytest.raises(fleet.FleetError, match="ct-a runs on Proxmox node pve1 .* sets no proxmox_lxc_gpu_ctid"):
+        fleet.node_containers("pve1", hosts, hostvars)

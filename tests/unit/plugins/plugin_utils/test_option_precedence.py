@@ -12,8 +12,9 @@ import os
 import re
 
 import pytest
+import yaml
 
-from ansible_collections.gpuhost.sglang.plugins.filter.server import sglang_option_sets
+from ansible_collections.gpuhost.sglang.plugins.filter.server import sglang_managed_options, sglang_option_sets
 from ansible_collections.gpuhost.sglang.plugins.filter.tune import tune_merge
 from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import (
     OPTION_LAYERS, ProfileError, merge_options, option_sets)
@@ -75,3 +76,33 @@ def test_no_task_merges_server_options_on_its_own():
                     if re.search(r"combine\([^)]*sglang_(managed_)?options|sglang_profile_options\s*\|\s*combine", text):
                         found.append(os.path.relpath(path, ROOT))
     assert found == []
+
+
+def engines():
+    """The serving role's engine data (roles/sglang/vars/main.yml sglang_engines)."""
+    with open(os.path.join(ROOT, "roles", "sglang", "vars", "main.yml")) as fh:
+        return yaml.safe_load(fh)["sglang_engines"]
+
+
+def test_the_managed_layer_from_the_engines_data():
+    sglang, transformers = engines()["sglang"], engines()["transformers"]
+    got = sglang_managed_options(sglang, "0.0.0.0", "30000", "/srv/models/m", "m")
+    assert list(got.items()) == [("host", "0.0.0.0"), ("port", 30000), ("model-path", "/srv/models/m"),
+                                 ("served-model-name", "m")]
+    assert sglang_managed_options(sglang, "::", 30001, "/m") == {"host": "::", "port": 30001, "model-path": "/m"}
+    # transformers serve takes the model as a positional argument and names it by its path
+    assert sglang_managed_options(transformers, "127.0.0.1", 8000, "/m", "m") == {"host": "127.0.0.1", "port": 8000}
+
+
+def test_a_replicas_own_options_come_first_and_the_roles_win():
+    replica = {"nnodes": 2, "node-rank": 1, "dist-init-addr": "10.0.0.1:5000", "port": 1}
+    got = sglang_managed_options(engines()["sglang"], "10.0.0.2", 30000, "/m", "", replica)
+    assert list(got.items()) == [("nnodes", 2), ("node-rank", 1), ("dist-init-addr", "10.0.0.1:5000"), ("port", 30000),
+                                 ("host", "10.0.0.2"), ("model-path", "/m")]
+    assert replica["port"] == 1   # the replica's entry is not changed
+
+
+def test_a_port_that_is_no_number_is_a_filter_error():
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match="sglang_managed_options: invalid literal"):
+        sglang_managed_options(engines()["sglang"], "::", "http", "/m")

@@ -135,3 +135,18 @@ def test_lockstep():
     assert st["state"] == "mismatch" and "Failed to initialize NVML" in st["message"]
     assert x.lockstep_status(None, "1.2")["state"] == "no_host_driver"
     assert x.lockstep_status("570.133.20", None)["state"] == "no_container_libs"
+
+
+def test_pct_create_merges_the_options_over_the_roles_defaults():
+    import yaml
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
+    with open(os.path.join(root, "roles", "proxmox_lxc_gpu", "defaults", "main.yml")) as fh:
+        defaults = yaml.safe_load(fh)["proxmox_lxc_gpu_default_options"]
+    volid = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+    argv = x.pct_create_argv(101, volid, "sglang", defaults, {"cores": 32, "swap": None, "mp0": "/srv/models,mp=/models"})
+    assert argv == ["pct", "create", "101", volid, "--hostname", "sglang", "--cores", "32", "--memory", "131072",
+                    "--rootfs", "local-lvm:200", "--net0", "name=eth0,bridge=vmbr0,ip=dhcp", "--unprivileged", "1",
+                    "--features", "nesting=1", "--onboot", "1", "--ostype", "debian", "--mp0", "/srv/models,mp=/models"]
+    assert x.pct_create_argv("102", volid, "h", None, None) == ["pct", "create", "102", volid, "--hostname", "h"]
+    with pytest.raises(x.LxcError, match="container id 99 is out of range"):
+        x.pct_create_argv(99, volid, "h", defaults)
