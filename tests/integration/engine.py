@@ -91,12 +91,17 @@ def _get(url, timeout=2.0):
 
 @contextlib.contextmanager
 def serve(model_dir, engine="transformers", venv=None, ready_timeout=120.0, continuous_batching=True,
-          threads=None, log_path=None, cb_num_blocks=CB_NUM_BLOCKS, cb_max_batch_tokens=CB_MAX_BATCH_TOKENS):
+          threads=1, log_path=None, cb_num_blocks=CB_NUM_BLOCKS, cb_max_batch_tokens=CB_MAX_BATCH_TOKENS):
     """Run the real engine for ``model_dir`` on 127.0.0.1; yield a ``Served``; always kill it.
 
     With continuous batching the KV cache is sized explicitly (``cb_num_blocks`` x block size tokens,
     ``cb_max_batch_tokens`` per step): left to itself transformers serve takes 60% of the machine's free
-    RAM on CPU (measured: 14 GB RSS on a 24 GB box, OOM-killed next to a second engine)."""
+    RAM on CPU (measured: 14 GB RSS on a 24 GB box, OOM-killed next to a second engine).
+
+    ``threads``: torch's intra-op threads (OMP_NUM_THREADS); None leaves torch's default (one per CPU). One by
+    default: the tiny model gains nothing from more, and the engine shares the 2-core CI machine with the other
+    pytest workers (test_accuracy_engine.py alone: 38.4 and 34.8 user CPU-s with the default, 26.9 and 26.2 with
+    one thread, the same wall time, 2026-12-05)."""
     if engine not in ENGINES:
         raise ValueError("serve(engine=%r): engine must be one of %s" % (engine, ", ".join(ENGINES)))
     model_dir = os.path.abspath(model_dir)

@@ -42,24 +42,45 @@ def sglang_venv():
         pytest.fail(msg)
 
 
-def run(options=None, option_sets=None):
-    """server_args with 0.5.17's parser: one set of options, or several in one parser import (4-5 s each on CI)."""
-    args = {"python": PY, "engine": "sglang", "renames": FLAGS["renames"], "removed": FLAGS["removed"],
-            "expected_version": VERSION}
-    args.update({"options": options} if option_sets is None else {"option_sets": option_sets})
-    out = harness.run_module("server_args", args, timeout=300)
-    assert "Traceback" not in out.stdout
-    if option_sets is not None:
-        assert out["validated"] is True and len(out["results"]) == len(option_sets), out.get("msg")
-    return out
-
-
-def test_the_h200_launch_passes_0_5_17s_own_parser():
+def case_sets():
+    """{case: [option sets]} of every case below that asks the parser, in one list for one import of 0.5.17's parser
+    (4-5 s each on CI, the file's whole cost when each case imported it)."""
     launch = dict(H200_LAUNCH, **{"cuda-graph-backend-decode": "disabled", "cuda-graph-backend-prefill": "disabled"})
     del launch["disable-cuda-graph"]
-    both = run(option_sets=[H200_LAUNCH, launch])
-    assert both["engine_version"] == VERSION, both
-    out, again = both["results"]
+    cases = {
+        "h200": [H200_LAUNCH, launch],
+        "spellings": [
+            {"model-path": "/m", "nsa-decode-backend": "trtllm", "nsa-prefill-backend": "trtllm",
+             "dsa-topk-backend": "torch", "disable-cuda-graph": True, "cuda-graph-max-bs": 256},
+            {"model-path": "/m", "dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm",
+             "cuda-graph-max-bs-decode": 256}],
+        "gpubound": [gpubound_launch()] + h200_campaign_sets("h200-gpubound")[1],
+        "mistake": [{"model-path": "/m", "attention-backend": "fa9", "mem-fractoin-static": 0.3}],
+    }
+    for family in HOPPER_FAMILIES:
+        cases["hopper-" + family] = hopper_sets(family)[1]
+    return cases
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    """{case: [verdict per option set]} from one server_args call over every case's sets (a set with errors fails
+    the module, which still returns every verdict)."""
+    cases = case_sets()
+    sets = [o for group in cases.values() for o in group]
+    args = {"python": PY, "engine": "sglang", "renames": FLAGS["renames"], "removed": FLAGS["removed"],
+            "expected_version": VERSION, "option_sets": sets}
+    out = harness.run_module("server_args", args, timeout=300)
+    assert "Traceback" not in out.stdout
+    assert out["validated"] is True and out["engine_version"] == VERSION and len(out["results"]) == len(sets), out.get("msg")
+    got, at = {}, 0
+    for name, group in cases.items():
+        got[name], at = out["results"][at:at + len(group)], at + len(group)
+    return got
+
+
+def test_the_h200_launch_passes_0_5_17s_own_parser(verdicts):
+    out, again = verdicts["h200"]
     assert not out["failed"], out.get("msg")
     assert out["errors"] == []
     # 0.5.17 already calls --disable-cuda-graph deprecated (flags.yml), and accepts what it names instead
@@ -68,16 +89,12 @@ def test_the_h200_launch_passes_0_5_17s_own_parser():
     assert again["errors"] == [] and again["parser_warnings"] == []
 
 
-def test_0_5_17_has_both_spellings_and_warns_on_the_old_one():
+def test_0_5_17_has_both_spellings_and_warns_on_the_old_one(verdicts):
     """flags.yml for 0.5.17: the --nsa-* names are deprecated aliases (a warning, not the 0.5.23 rename error), the
     --dsa-* names exist, --disable-cuda-graph and --cuda-graph-max-bs are deprecated already."""
     deprecated = sorted(d["option"] for d in deprecated_for(VERSION))
     assert deprecated == ["cuda-graph-max-bs", "disable-cuda-graph", "nsa-decode-backend", "nsa-prefill-backend"]
-    old, new = run(option_sets=[
-        {"model-path": "/m", "nsa-decode-backend": "trtllm", "nsa-prefill-backend": "trtllm",
-         "dsa-topk-backend": "torch", "disable-cuda-graph": True, "cuda-graph-max-bs": 256},
-        {"model-path": "/m", "dsa-decode-backend": "trtllm", "dsa-prefill-backend": "trtllm",
-         "cuda-graph-max-bs-decode": 256}])["results"]
+    old, new = verdicts["spellings"]
     assert old["errors"] == [], old["errors"]
     assert sorted(w["option"] for w in old["parser_warnings"]) == deprecated
     assert new["errors"] == [] and new["parser_warnings"] == []
@@ -98,19 +115,24 @@ def launch_options(path):
 GPUBOUND_ARGS = os.path.join(ROOT, "benchmarks", "gpu", "sglang", "launch-gpubound.args")
 
 
-def test_the_gpubound_launch_and_campaign_pass_0_5_17s_own_parser():
-    """What the H200 runs, in one parser import: benchmarks/gpu/sglang/launch-gpubound.args (device.sh start with
-    LAUNCH=gpubound adds the model and address) and every candidate of campaigns/h200-gpubound.yml over tune.py's
-    managed options, accepted by 0.5.17's parser with no error and no warning (CUDA graphs off spelt per phase, not
-    the deprecated flag); the launch file is the campaign's base."""
+def gpubound_launch():
+    """benchmarks/gpu/sglang/launch-gpubound.args with the model and address device.sh start adds (LAUNCH=gpubound)."""
+    return dict(launch_options(GPUBOUND_ARGS), **{"model-path": "/tmp/sglang/model-gpubound", "host": "127.0.0.1",
+                                                  "port": 30000})
+
+
+def test_the_gpubound_launch_and_campaign_pass_0_5_17s_own_parser(verdicts):
+    """What the H200 runs: benchmarks/gpu/sglang/launch-gpubound.args (device.sh start with LAUNCH=gpubound adds the
+    model and address) and every candidate of campaigns/h200-gpubound.yml over tune.py's managed options, accepted
+    by 0.5.17's parser with no error and no warning (CUDA graphs off spelt per phase, not the deprecated flag); the
+    launch file is the campaign's base."""
     import yaml
     opts = launch_options(GPUBOUND_ARGS)
     assert opts["sleep-on-idle"] is True and opts["served-model-name"] == "gpubound" and "disable-cuda-graph" not in opts
-    launch = dict(opts, **{"model-path": "/tmp/sglang/model-gpubound", "host": "127.0.0.1", "port": 30000})
-    plan, sets = h200_campaign_sets("h200-gpubound")
-    out = run(option_sets=[launch] + sets)
+    plan = h200_campaign_sets("h200-gpubound")[0]
     names = ["launch-gpubound.args"] + ["candidate %d" % c["index"] for c in plan["candidates"]]
-    bad = [(name, r["errors"], r["parser_warnings"]) for name, r in zip(names, out["results"])
+    assert len(names) == len(verdicts["gpubound"])
+    bad = [(name, r["errors"], r["parser_warnings"]) for name, r in zip(names, verdicts["gpubound"])
            if r["failed"] or r["errors"] or r["parser_warnings"]]
     assert bad == []
     with open(os.path.join(ROOT, "campaigns", "h200-gpubound.yml")) as f:
@@ -118,8 +140,8 @@ def test_the_gpubound_launch_and_campaign_pass_0_5_17s_own_parser():
     assert dict((k, v) for k, v in opts.items() if k in base) == dict((k, v if v is True else str(v)) for k, v in base.items())
 
 
-def test_a_mistake_is_named_by_0_5_17s_parser():
-    out = run({"model-path": "/m", "attention-backend": "fa9", "mem-fractoin-static": 0.3})
+def test_a_mistake_is_named_by_0_5_17s_parser(verdicts):
+    out, = verdicts["mistake"]
     assert out["failed"] is True
     got = {e["option"]: e for e in out["errors"]}
     assert {k: e["problem"] for k, e in got.items()} == {"attention-backend": "invalid_choice",
@@ -140,12 +162,20 @@ def test_negatable_data_matches_0_5_17s_parser():
     assert proc.stdout.split() == sorted(names) and names
 
 
-@pytest.mark.parametrize("family", ["dense", "glm-dsa"])
-def test_hopper_profile_and_its_fallbacks_pass_0_5_17s_parser(family):
+HOPPER_FAMILIES = ("dense", "glm-dsa")
+
+
+def hopper_sets(family):
+    """(each fallback's own change, {} first; the option sets) of the Hopper profile of ``family`` for 0.5.17."""
     from ansible_collections.gpuhost.sglang.plugins.plugin_utils.profiles import select_profile
     sel = select_profile("9.0", family, VERSION, PROFILES)
-    assert sel["fallbacks"]
     extras = [{}] + [fb["options"] for fb in sel["fallbacks"]]
-    out = run(option_sets=[dict(sel["options"], **dict(extra, **{"model-path": "/m"})) for extra in extras])
-    assert [(extra, r["errors"], r["parser_warnings"]) for extra, r in zip(extras, out["results"])
+    return extras, [dict(sel["options"], **dict(extra, **{"model-path": "/m"})) for extra in extras]
+
+
+@pytest.mark.parametrize("family", HOPPER_FAMILIES)
+def test_hopper_profile_and_its_fallbacks_pass_0_5_17s_parser(family, verdicts):
+    extras = hopper_sets(family)[0]
+    assert len(extras) > 1, "the profile has no fallbacks"
+    assert [(extra, r["errors"], r["parser_warnings"]) for extra, r in zip(extras, verdicts["hopper-" + family])
             if r["failed"] or r["errors"] or r["parser_warnings"]] == []
