@@ -177,7 +177,12 @@ def main():
         rc, out, err = module.run_command(argv)
         if rc == 0:
             return True, ""
-        _jrc, jout, _jerr = module.run_command(["journalctl", "--no-pager", "-o", "cat", "-n", "20", "-u", name])
+        # Not "-u NAME": that matches the transient unit's own processes by _SYSTEMD_UNIT=, which journald reads from
+        # /proc/PID/cgroup and loses when the process has exited first (systemd/systemd #2913; with systemd 255's
+        # executor the line can even name init.scope, #30886). The failed child's own words ("Failed to set up mount
+        # namespacing: ...") are exactly such a line; systemd writes them with UNIT=NAME, which journald keeps.
+        _jrc, jout, _jerr = module.run_command(["journalctl", "--no-pager", "-o", "cat", "-n", "20",
+                                                "_SYSTEMD_UNIT=%s" % name, "+", "UNIT=%s" % name])
         return False, "\n".join([out or "", err or "", jout or ""])
 
     key = sandbox.cache_key(groups, p["user"], p["policy"], p["command"], unit_host.read_text("", BOOT_ID),
