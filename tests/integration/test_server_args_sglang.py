@@ -48,13 +48,17 @@ def deprecated_for(version):
     return [d for d in FLAGS["deprecated"] if version_in_range(version, d.get("since"), d.get("until"))]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def sglang_venv():
-    if not os.access(PY, os.X_OK):
-        msg = "no SGLang venv at %s: run tests/fixtures/sglang-venv.sh first" % VENV
+def require_venv(py, msg):
+    """Fail when ``py`` is not an interpreter, or skip with GPUHOST_SKIP_SGLANG=1 (the fixture venv is missing)."""
+    if not os.access(py, os.X_OK):
         if os.environ.get("GPUHOST_SKIP_SGLANG") == "1":
             pytest.skip(msg)
         pytest.fail(msg)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sglang_venv():
+    require_venv(PY, "no SGLang venv at %s: run tests/fixtures/sglang-venv.sh first" % VENV)
 
 
 def run_module(options, **extra):

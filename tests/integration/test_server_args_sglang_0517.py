@@ -18,7 +18,8 @@ import pytest
 from ansible_collections.gpuhost.sglang.tests import harness
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_server_args_sglang import FLAGS, PROFILES, ROOT, deprecated_for, h200_campaign_sets  # noqa: E402 pylint: disable=wrong-import-position
+from test_server_args_sglang import (  # noqa: E402 pylint: disable=wrong-import-position
+    FLAGS, PROFILES, ROOT, deprecated_for, h200_campaign_sets, require_venv)
 
 VERSION = "0.5.17"
 VENV = os.environ.get("SGLANG_VENV_0517") or os.path.join(os.environ.get("GPUHOST_ROOT", ROOT), ".cache",
@@ -35,11 +36,7 @@ H200_LAUNCH = {"model-path": "/tmp/sglang/model", "served-model-name": "tiny", "
 
 @pytest.fixture(scope="module", autouse=True)
 def sglang_venv():
-    if not os.access(PY, os.X_OK):
-        msg = "no SGLang 0.5.17 venv at %s: run SGLANG_VERSION=0.5.17 tests/fixtures/sglang-venv.sh first" % VENV
-        if os.environ.get("GPUHOST_SKIP_SGLANG") == "1":
-            pytest.skip(msg)
-        pytest.fail(msg)
+    require_venv(PY, "no SGLang 0.5.17 venv at %s: run SGLANG_VERSION=0.5.17 tests/fixtures/sglang-venv.sh first" % VENV)
 
 
 def case_sets():
