@@ -141,10 +141,15 @@ def nvml_calls(nvml, root):
         facts = nvml_facts.collect(rec, host=nvml_facts.read_hypervisor(root))
         out["gpu_count"] = facts.get("gpu_count")
         if facts.get("gpu_count"):
+            # collect ended its NVML session: a call now answers Uninitialized (the first lent H100's recording of
+            # 2026-12-05 held exactly that for nvmlDeviceGetHandleByIndex(0)), so the reading opens its own session
+            rec.nvmlInit()
             try:
                 rec.nvmlDeviceGetUtilizationRates(rec.nvmlDeviceGetHandleByIndex(0))
             except Exception:  # recorded in the log
                 pass
+            finally:
+                rec.nvmlShutdown()
     except Exception as exc:  # nvmlInit refused: that answer is the recording
         out["facts_error"] = "%s: %s" % (type(exc).__name__, exc)
     out.update(rec.recording("recorded by benchmarks/gpu/host_read.py"))

@@ -44,7 +44,8 @@ class Recorder(object):
         self.calls, self.attrs, self.absent = {}, {}, []
 
     def _arg(self, arg):
-        for index, handle in enumerate(self._handles):
+        """A device handle as the index it was looked up by (each lookup returns a new handle object)."""
+        for handle, index in self._handles:
             if arg is handle:
                 return index
         return arg
@@ -66,16 +67,19 @@ class Recorder(object):
             return real
 
         def call(*args):
+            # A call keeps its first answer: the replay gives one answer a call, and a later one (the same call made
+            # again outside the reading under record) must not replace what the code recorded was answered.
             key = "%s(%s)" % (name, ",".join(str(self._arg(a)) for a in args))
             try:
                 value = real(*args)
             except Exception as exc:  # NVMLError and its subclasses (any module's): recorded, raised as the caller expects
-                self.calls[key] = {"error": str(exc)}
+                self.calls.setdefault(key, {"error": str(exc)})
                 raise
-            if name == "nvmlDeviceGetHandleByIndex":
-                self._handles.append(value)
+            if name == "nvmlDeviceGetHandleByIndex":  # a handle is recorded as its index, which the replay answers
+                self._handles.append((value, args[0]))
+                self.calls.setdefault(key, args[0])
                 return value
-            self.calls[key] = plain(value)
+            self.calls.setdefault(key, plain(value))
             return value
         return call
 

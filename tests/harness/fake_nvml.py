@@ -59,7 +59,10 @@ class FakeNVML(object):
         self.initialised = True
 
     def nvmlShutdown(self):
+        # as the library: after the last nvmlShutdown every call answers NVML_ERROR_UNINITIALIZED (nvml.h, "NVML API
+        # Reference": nvmlShutdown "Shut down NVML by releasing all GPU resources previously allocated with nvmlInit")
         self.shutdown_called = True
+        self.initialised = False
 
     def _need_init(self):
         if not self.initialised:
@@ -83,6 +86,11 @@ class FakeNVML(object):
         if index >= len(self.gpus):
             raise FakeNVMLError(2)
         return index
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        """nvmlUtilization_t (gpu, memory: percent over the last sample period); gap.py's sampler reads it."""
+        self._need_init()
+        return SimpleNamespace(gpu=self.gpus[h].get("util_gpu", 0), memory=self.gpus[h].get("util_memory", 0))
 
     # -- per device
     def _get(self, h, key):

@@ -56,6 +56,58 @@ def test_the_nvml_recording_replays_to_the_same_facts():
     assert not hasattr(replay, "nvmlDeviceGetNvLinkRemoteDeviceType") and replay.NVML_NVLINK_MAX_LINKS == 12
 
 
+def test_the_host_reads_nvml_recording_replays_and_holds_its_utilization_reading(tmp_path):
+    """host_read.nvml_calls on NVML as the library behaves (calls after the last nvmlShutdown answer Uninitialized):
+    the first lent H100's recording (2026-12-05) held nvmlDeviceGetHandleByIndex(0) -> Uninitialized from the
+    utilization reading made after collect's session, and that one answer broke every replay of the box."""
+    hr = host_read()
+    root = tmp_path / "root"
+    make_sysfs(str(root))
+    box = fake_nvml.h200_box()
+    facts = nvml_facts.collect(box, host=nvml_facts.read_hypervisor(str(root)))
+    out = json.loads(json.dumps(hr.nvml_calls(fake_nvml.h200_box(), str(root))))
+    assert out["facts_error"] is None and out["gpu_count"] == 1
+    bad = dict((k, v) for k, v in out["calls"].items() if isinstance(v, dict) and v.get("error") == "Uninitialized")
+    assert bad == {}, bad
+    replay = fake_nvml.CallReplayNVML.from_recording(out)
+    assert nvml_facts.collect(replay, host=nvml_facts.read_hypervisor(str(root))) == facts
+    reading = replay.nvmlDeviceGetUtilizationRates(replay.nvmlDeviceGetHandleByIndex(0))
+    assert (reading.gpu, reading.memory) == (0, 0)
+
+
+def test_a_call_keeps_its_first_answer_and_handles_are_their_lookup_index():
+    """Each nvmlDeviceGetHandleByIndex returns a new handle object (nvidia-ml-py: a c_nvmlDevice_t pointer), so a
+    second lookup of GPU 0 is still GPU 0; an answer given later (NVML shut down) does not replace the first."""
+    hr = host_read()
+    state = {"up": False, "n": 0}
+
+    def init():
+        state["up"] = True
+
+    def shutdown():
+        state["up"] = False
+
+    def handle(index):
+        if not state["up"]:
+            raise fake_nvml.FakeNVMLError(1)
+        return object()
+
+    def name(h):
+        state["n"] += 1
+        return "GPU (answer %d)" % state["n"]
+
+    rec = hr.Recorder(SimpleNamespace(nvmlInit=init, nvmlShutdown=shutdown, nvmlDeviceGetHandleByIndex=handle,
+                                      nvmlDeviceGetName=name))
+    rec.nvmlInit()
+    rec.nvmlDeviceGetName(rec.nvmlDeviceGetHandleByIndex(0))
+    rec.nvmlDeviceGetName(rec.nvmlDeviceGetHandleByIndex(0))
+    rec.nvmlShutdown()
+    with pytest.raises(fake_nvml.FakeNVMLError):
+        rec.nvmlDeviceGetHandleByIndex(0)
+    assert rec.calls["nvmlDeviceGetHandleByIndex(0)"] == 0
+    assert rec.calls["nvmlDeviceGetName(0)"] == "GPU (answer 1)" and "nvmlDeviceGetName(1)" not in rec.calls
+
+
 def make_sysfs(root):
     """An H200 behind a root port, as the lent machine's PCI tree is shaped (bus ids from its NVML recording)."""
     dev = os.path.join(root, "sys", "devices", "pci0000:00", "0000:00:01.0", "0000:00:06.0")
