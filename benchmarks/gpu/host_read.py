@@ -156,6 +156,16 @@ def nvml_calls(nvml, root):
     return out
 
 
+def nvidia_ml_py_version():
+    """The installed nvidia-ml-py's version, from its distribution metadata: its pynvml module has no __version__
+    (13.610.43 on the lent H200 of 2026-12-05, where the recording said null)."""
+    from importlib import metadata
+    try:
+        return metadata.version("nvidia-ml-py")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -179,7 +189,7 @@ def main(argv=None):
             log = {"facts_error": "ImportError: %s" % exc, "calls": {}, "attrs": {}, "absent": []}
         else:
             log = nvml_calls(pynvml, a.sysfs_root)
-            log["nvidia_ml_py"] = getattr(pynvml, "__version__", None)
+            log["nvidia_ml_py"] = nvidia_ml_py_version()
         with open(os.path.join(a.out, "nvml.json"), "w") as f:
             json.dump(log, f, indent=1, sort_keys=True)
         meta["steps"]["nvml"] = {"calls": len(log["calls"]), "facts_error": log["facts_error"]}

@@ -108,6 +108,20 @@ def test_a_call_keeps_its_first_answer_and_handles_are_their_lookup_index():
     assert rec.calls["nvmlDeviceGetName(0)"] == "GPU (answer 1)" and "nvmlDeviceGetName(1)" not in rec.calls
 
 
+def test_the_recording_names_the_nvidia_ml_py_version_from_its_metadata(monkeypatch):
+    """nvidia-ml-py's pynvml has no __version__: the H200 recording of 2026-12-05 said null for 13.610.43."""
+    from importlib import metadata
+    hr = host_read()
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "13.610.43" if name == "nvidia-ml-py" else real(name))
+    assert hr.nvidia_ml_py_version() == "13.610.43"
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(metadata, "version", missing)
+    assert hr.nvidia_ml_py_version() is None
+
+
 def make_sysfs(root):
     """An H200 behind a root port, as the lent machine's PCI tree is shaped (bus ids from its NVML recording)."""
     dev = os.path.join(root, "sys", "devices", "pci0000:00", "0000:00:01.0", "0000:00:06.0")

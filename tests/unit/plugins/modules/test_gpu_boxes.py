@@ -24,7 +24,6 @@ from ansible_collections.gpuhost.sglang.tests.harness import fake_nvml
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 BOXES = os.path.join(ROOT, "tests", "fixtures", "gpu-boxes")
 H200_RECORDING = os.path.join(ROOT, "benchmarks", "gpu", "results", "2026-11-30-h200x2", "gpu_check.json")
-H100_RESULTS = os.path.join(ROOT, "benchmarks", "gpu", "results", "2026-12-05-h100x1")
 
 
 def box_path(box, *parts):
@@ -78,23 +77,29 @@ def test_h200_replay_gives_the_recorded_facts_back():
         assert facts[key] == recorded[key], key
 
 
-@pytest.mark.parametrize("recording, nvml", [("day-one-facts-nvml.json", True), ("day-one-facts-no-nvml.json", False)])
-def test_h100_replay_gives_the_modules_own_answer_on_the_machine(recording, nvml):
-    """The lent H100 VM (2026-12-05), replayed from what benchmarks/gpu/host_read.py recorded there (sysfs, NVML
-    call by call, nvidia-smi), reads as the module read the machine itself: gpu_facts run by the machine's system
-    python3 (benchmarks/gpu/day_one_facts.sh), once with its pynvml and once with pynvml hidden, the day-one case.
-    The two runs came from two lent machines of the same kind (one GPU, same driver and bus id): the GPU's UUID
-    differs, and NVML's health readings were not part of the host read."""
-    with open(os.path.join(H100_RESULTS, recording)) as fh:
+RECORDED = {"h100-1x-vm": "2026-12-05-h100x1", "h200-1x-vm": "2026-12-05-h200x1-hostread"}
+
+
+@pytest.mark.parametrize("nvml", [True, False])
+@pytest.mark.parametrize("box", sorted(RECORDED))
+def test_a_recorded_box_replays_to_the_modules_own_answer_on_the_machine(box, nvml):
+    """A lent machine replayed from what benchmarks/gpu/host_read.py recorded there (sysfs, NVML call by call,
+    nvidia-smi) reads as gpu_facts read the machine itself, run by its system python3 (benchmarks/gpu/day_one_facts.sh)
+    with its pynvml and with pynvml hidden (the day-one case). NVML's health readings are not part of the host read.
+    The H100's two runs came from two lent machines of the same kind (README.md there): its GPU UUID differs."""
+    results = os.path.join(ROOT, "benchmarks", "gpu", "results", RECORDED[box])
+    with open(os.path.join(results, "day-one-facts-%s.json" % ("nvml" if nvml else "no-nvml"))) as fh:
         real = json.load(fh)
-    facts = read("h100-1x-vm", nvml=nvml)
+    facts = read(box, nvml=nvml)
     assert real["gpu_arch_resolution"]["source"] == ("nvml" if nvml else "pci")
     for key in sorted(set(real) - {"invocation", "ansible_facts", "changed", "health", "gpus"}):
         assert facts[key] == real[key], key
-    assert [dict(g, uuid=None) for g in facts["gpus"]] == [dict(g, uuid=None) for g in real["gpus"]]
+    same_machine = box != "h100-1x-vm"
+    assert [g if same_machine else dict(g, uuid=None) for g in facts["gpus"]] == \
+        [g if same_machine else dict(g, uuid=None) for g in real["gpus"]]
 
 
-@pytest.mark.parametrize("box", ["sm120-8x-2socket", "sm120-8x-vfio-guest", "h200-2x-vm", "h100-1x-vm"])
+@pytest.mark.parametrize("box", ["sm120-8x-2socket", "sm120-8x-vfio-guest", "h200-2x-vm", "h100-1x-vm", "h200-1x-vm"])
 def test_nvml_topology_is_the_topo_m_text(box):
     facts = read(box)
     assert [[c.strip() for c in row] for row in facts["topology"]] == topo_m(box)
@@ -105,6 +110,7 @@ def test_nvml_topology_is_the_topo_m_text(box):
     ("sm120-8x-2socket", "12.0", "sm_120", 8, [0, 0, 0, 0, 1, 1, 1, 1]),
     ("h200-2x-vm", "9.0", "sm_90", 2, [0, 0]),
     ("h100-1x-vm", "9.0", "sm_90", 1, [-1]),  # recorded: the guest's GPU has no NUMA node
+    ("h200-1x-vm", "9.0", "sm_90", 1, [-1]),
 ])
 def test_no_pynvml_the_pci_bus_names_the_architecture(monkeypatch, capsys, box, cc, sm, count, numa):
     """F1: the system Python of a fresh box has no nvidia-ml-py; the architecture still comes from sysfs."""
