@@ -132,6 +132,16 @@ def run_smi(smi, args, path, timeout=120):
     return {"args": args, "rc": rc, "seconds": round(time.monotonic() - t, 2), "bytes": len(out)}
 
 
+def command_output(path):
+    """What the command of a run_smi file printed (run_smi's inverse): without the command line it begins with and
+    the exit status it ends with; an XML file holds the output alone."""
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    if path.endswith(".xml"):
+        return text
+    return text.split("\n", 1)[1].rsplit("\n# exit status ", 1)[0]
+
+
 def nvml_calls(nvml, root):
     """nvml_facts.collect through record_nvml.Recorder, then one utilization reading (gap.py's sampler)."""
     from ansible_collections.gpuhost.sglang.plugins.module_utils.gpu import nvml_facts

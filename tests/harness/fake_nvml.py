@@ -88,9 +88,10 @@ class FakeNVML(object):
         return index
 
     def nvmlDeviceGetUtilizationRates(self, h):
-        """nvmlUtilization_t (gpu, memory: percent over the last sample period); gap.py's sampler reads it."""
+        """nvmlUtilization_t (gpu, memory: percent over the last sample period) of an idle GPU; gap.py's sampler
+        reads it."""
         self._need_init()
-        return SimpleNamespace(gpu=self.gpus[h].get("util_gpu", 0), memory=self.gpus[h].get("util_memory", 0))
+        return SimpleNamespace(gpu=0, memory=0)
 
     # -- per device
     def _get(self, h, key):

@@ -162,6 +162,9 @@ def test_the_host_read_records_sysfs_and_nvidia_smi_as_replayable_files(tmp_path
                                    ["nvidia-smi-topo-p2p-%s.txt" % k for k in "rwnap"])
     topo = (out / "nvidia-smi-topo-p2p-r.txt").read_text()
     assert topo.startswith("$ %s topo -p2p r\n" % smi) and topo.endswith("# exit status 0\n")
+    hr = host_read()
+    assert hr.command_output(str(out / "nvidia-smi-topo-p2p-r.txt")) == "stand-in nvidia-smi topo -p2p r\n"
+    assert hr.command_output(str(out / "nvidia-smi-q.xml")) == "stand-in nvidia-smi -q -x\n"
     assert (out / "nvidia-smi-q.xml").read_text() == "stand-in nvidia-smi -q -x\n"  # the XML as it came
     replay = tmp_path / "replay"
     with tarfile.open(str(out / "sysfs.tar.xz")) as t:
